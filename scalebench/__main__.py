@@ -1,0 +1,3 @@
+from scalebench.cli import main
+
+raise SystemExit(main())

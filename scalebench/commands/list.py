@@ -1,0 +1,26 @@
+"""scalebench list: models and frameworks with availability."""
+
+from __future__ import annotations
+
+import argparse
+
+from scalebench import frameworks, workloads
+
+
+def register(sub) -> None:
+    p = sub.add_parser("list", help="models and frameworks, with availability and reasons")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    print("models:")
+    for info in workloads.MODELS.values():
+        extra = (f" ({info.params_without_aux:,} without the aux head below "
+                 f"{workloads.INCEPTION_AUX_MIN_SIZE} px)" if info.params_without_aux else "")
+        print(f"  {info.name:<13} {info.params:>12,} params{extra}; default input "
+              f"{info.native_image_size} px, min {info.min_image_size} px")
+    print("frameworks:")
+    for name in frameworks.names():
+        ok, reason = frameworks.get(name).available()
+        print(f"  {name:<8} {'available' if ok else 'unavailable'}: {reason}")
+    return 0

@@ -1,0 +1,54 @@
+"""What every framework adapter provides, and what a launch returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scalebench.config import RunSpec, SweepSpec
+
+STATUSES = ("ok", "failed", "timeout", "skipped")
+
+
+@dataclass(frozen=True)
+class LaunchOutcome:
+    status: str  # ok | failed | timeout (skipped is decided before launch)
+    result: dict[str, Any] | None  # measure.run's return value from rank 0
+    error: str | None = None
+    stderr_tail: str | None = None
+    launch_unix: float | None = None
+    nodes: int | None = None  # where the framework knows better than the plan
+    artifacts: dict[str, str] = field(default_factory=dict)  # e.g. a timeline's path
+
+    def __post_init__(self):
+        if self.status not in STATUSES[:3]:
+            raise ValueError(f"bad launch status {self.status!r}")
+        if self.status == "ok" and self.result is None:
+            raise ValueError("an ok launch needs a result")
+
+
+class Framework:
+    """One framework adapter. Subclasses set name and implement available() and launch()."""
+
+    name: str = ""
+
+    def available(self) -> tuple[bool, str]:
+        """(True, version) or (False, reason and the command that fixes it)."""
+        raise NotImplementedError
+
+    def planned_nodes(self, sweep: SweepSpec, world_size: int) -> int:
+        return 1
+
+    def open_session(self, sweep: SweepSpec, out_dir: Path) -> None:
+        """Called once before the first run of this framework in a sweep."""
+
+    def close_session(self) -> None:
+        """Called once at the end of the sweep, also on error or Ctrl-C."""
+
+    def launch(self, spec: RunSpec, run_dir: Path) -> LaunchOutcome:
+        raise NotImplementedError
+
+    def records_here(self, sweep: SweepSpec) -> bool:
+        """False on nodes other than the one that writes results (multi-node launches)."""
+        return True

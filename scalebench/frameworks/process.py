@@ -1,0 +1,156 @@
+"""Run one launcher command isolated: own session, timeout, whole-tree kill, logs to files.
+
+Shared by every framework that launches a command (torchrun, horovodrun, a Ray driver).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from scalebench.frameworks.base import LaunchOutcome
+
+TERM_GRACE_SECONDS = 5.0
+TAIL_LINES = 20
+RESULT_FILE = "result.json"
+SPEC_FILE = "spec.json"
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    returncode: int | None
+    timed_out: bool
+    launch_unix: float
+    stderr_tail: str
+
+
+def tail(path: Path, lines: int = TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def kill_tree(pid: int) -> None:
+    """SIGTERM, then SIGKILL, the process, its session and every descendant found.
+
+    Descendants are listed before signalling: launchers that start workers in new
+    sessions (Horovod's shell executor does) would otherwise escape a killpg.
+    """
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        procs = []
+    sessions = {pid}
+    for proc in procs:
+        try:
+            sessions.add(os.getsid(proc.pid))
+        except OSError:
+            pass
+    sessions.discard(os.getsid(0))  # never our own session
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for sid in sessions:
+            for proc in psutil.process_iter(["pid"]):
+                try:
+                    if os.getsid(proc.pid) == sid and proc not in procs:
+                        procs.append(proc)
+                except OSError:
+                    pass
+        for proc in procs:
+            try:
+                proc.send_signal(sig)
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(procs, timeout=TERM_GRACE_SECONDS)
+        procs = alive
+        if not procs:
+            return
+
+
+def run_isolated(cmd: Sequence[str], env: dict[str, str], timeout: float, run_dir: Path,
+                 cwd: str | None = None) -> ProcessOutcome:
+    """Start cmd in its own session with logs in run_dir; kill the whole tree on timeout/Ctrl-C."""
+    stdout_path, stderr_path = run_dir / "stdout.log", run_dir / "stderr.log"
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        launch_unix = time.time()
+        proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                env=env, cwd=cwd, start_new_session=True)
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        except BaseException:  # Ctrl-C or anything else: leave nothing behind
+            kill_tree(proc.pid)
+            raise
+        # Also after a normal exit: a launcher can leave workers behind.
+        kill_tree(proc.pid)
+        proc.wait()
+    return ProcessOutcome(None if timed_out else proc.returncode, timed_out, launch_unix,
+                          tail(stderr_path))
+
+
+def write_spec(run_dir: Path, spec_json: str) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in run_dir.glob("*.json"):
+        stale.unlink()
+    path = run_dir / SPEC_FILE
+    path.write_text(spec_json)
+    return path
+
+
+def worker_errors(run_dir: Path) -> list[dict]:
+    errors = []
+    for path in sorted(run_dir.glob("error-rank*.json")):
+        try:
+            errors.append(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError):
+            continue
+    return sorted(errors, key=lambda e: e.get("rank", 0))
+
+
+def outcome_from_files(run_dir: Path, proc: ProcessOutcome, launcher: str, timeout: float
+                       ) -> LaunchOutcome:
+    """Turn a finished launch into ok/failed/timeout using the files the workers wrote."""
+    result_path = run_dir / RESULT_FILE
+    errors = worker_errors(run_dir)
+    if proc.timed_out:
+        return LaunchOutcome("timeout", None, f"no result within the {timeout:g} s timeout; "
+                             "all processes killed", proc.stderr_tail, proc.launch_unix)
+    if errors:
+        first = errors[0]
+        return LaunchOutcome("failed", None, f"rank {first['rank']}: {first['error']}",
+                             first.get("traceback", "")[-4000:] or proc.stderr_tail,
+                             proc.launch_unix)
+    if proc.returncode == 0 and result_path.is_file():
+        try:
+            result = json.loads(result_path.read_text())
+        except json.JSONDecodeError as exc:
+            return LaunchOutcome("failed", None, f"unreadable result file: {exc}",
+                                 proc.stderr_tail, proc.launch_unix)
+        return LaunchOutcome("ok", result, None, None, proc.launch_unix)
+    last = next((line for line in reversed(proc.stderr_tail.splitlines()) if line.strip()), "")
+    reason = f"{launcher} exited with code {proc.returncode}"
+    if proc.returncode == 0:
+        reason = f"{launcher} exited 0 but no worker wrote a result"
+    return LaunchOutcome("failed", None, f"{reason}: {last.strip()}"[:500], proc.stderr_tail,
+                         proc.launch_unix)
+
+
+def base_env(threads: int) -> dict[str, str]:
+    """The child environment: thread count set identically for every launcher."""
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = str(threads)
+    env["MKL_NUM_THREADS"] = str(threads)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env

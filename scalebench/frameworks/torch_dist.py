@@ -1,0 +1,47 @@
+"""torch.distributed process group as a Comm: used by DDP workers and Ray Train workers."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from scalebench.comm import Comm
+
+
+class TorchDistComm(Comm):
+    """Wraps an initialised (or to-be-initialised from env://) torch.distributed group."""
+
+    def __init__(self, backend: str, init: bool = True):
+        import torch.distributed as dist
+
+        self._dist = dist
+        self.backend = backend
+        if init and not dist.is_initialized():
+            dist.init_process_group(backend=backend)
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+
+    def barrier(self) -> None:
+        if self.backend == "nccl":
+            self._dist.barrier(device_ids=[self.device_index()])
+        else:
+            self._dist.barrier()
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        out: list[Any] = [None] * self.world_size
+        self._dist.all_gather_object(out, obj)
+        return out
+
+    def wrap(self, model, optimizer):
+        from torch.nn.parallel import DistributedDataParallel
+
+        if self.backend == "nccl":
+            model = DistributedDataParallel(model, device_ids=[self.device_index()])
+        else:
+            model = DistributedDataParallel(model)
+        return model, optimizer
+
+    def close(self) -> None:
+        if self._dist.is_initialized():
+            self._dist.destroy_process_group()

@@ -1,0 +1,111 @@
+"""Progress of a sweep: a live line per run on a terminal, one result line per finished run."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import TextIO
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def result_line(record: dict, index: int, total: int, elapsed: float) -> str:
+    head = (f"[{index}/{total}] {record['model']} {record['framework']} "
+            f"x{record['world_size']} {record['precision']}")
+    if record["status"] == "ok":
+        lo, hi = record["images_per_sec_ci95"]
+        ci = f" (95% CI {lo:.2f}-{hi:.2f})" if lo is not None else ""
+        return f"{head}: {record['images_per_sec']:.2f} images/s{ci} in {_duration(elapsed)}"
+    return f"{head}: {record['status'].upper()} - {record['error']}"
+
+
+class Progress:
+    """Tracks runs done and estimates what is left from the mean time of runs finished so far."""
+
+    def __init__(self, total: int, stream: TextIO | None = None, live: bool | None = None,
+                 clock=time.monotonic):
+        self.total = total
+        self.stream = stream or sys.stdout
+        self.live = self.stream.isatty() if live is None else live
+        self.clock = clock
+        self.done = 0
+        self.spent = 0.0  # seconds spent in launched runs (skips cost nothing)
+        self.launched = 0
+        self._run_start: float | None = None
+        self._label = ""
+        self._ticker: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def estimate_left(self) -> float | None:
+        if not self.launched:
+            return None
+        return self.spent / self.launched * (self.total - self.done)
+
+    def status_line(self) -> str:
+        elapsed = self.clock() - self._run_start if self._run_start is not None else 0.0
+        left = self.estimate_left()
+        eta = f", ~{_duration(max(0.0, left - elapsed))} left" if left is not None else ""
+        return (f"[{self.done + 1}/{self.total}] {self._label} running {_duration(elapsed)}, "
+                f"{self.total - self.done - 1} after this{eta}")
+
+    def start(self, label: str) -> None:
+        self._label = label
+        self._run_start = self.clock()
+        if self.live:
+            self._stop.clear()
+            self._ticker = threading.Thread(target=self._tick, daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            self.stream.write("\r\033[K" + self.status_line())
+            self.stream.flush()
+
+    def _stop_ticker(self) -> None:
+        if self._ticker is not None:
+            self._stop.set()
+            self._ticker.join()
+            self._ticker = None
+            self.stream.write("\r\033[K")
+
+    def finish(self, record: dict) -> None:
+        self._stop_ticker()
+        elapsed = self.clock() - self._run_start if self._run_start is not None else 0.0
+        self.done += 1
+        self.spent += elapsed
+        self.launched += 1
+        self.stream.write(result_line(record, self.done, self.total, elapsed) + "\n")
+        self.stream.flush()
+
+    def finish_elsewhere(self, label: str) -> None:
+        """A multi-node run finished here; another node writes its record."""
+        self._stop_ticker()
+        self.done += 1
+        self.launched += 1
+        self.spent += self.clock() - self._run_start if self._run_start is not None else 0.0
+        self.stream.write(f"[{self.done}/{self.total}] {label}: done on this node "
+                          "(node 0 records the result)\n")
+        self.stream.flush()
+
+    def skip(self, label: str, why: str) -> None:
+        self.done += 1
+        self.stream.write(f"[{self.done}/{self.total}] {label}: {why}\n")
+        self.stream.flush()
+
+    def note(self, text: str) -> None:
+        self._stop_ticker()
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self._stop_ticker()

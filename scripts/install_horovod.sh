@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Install Horovod 0.28.1 (PyTorch + Gloo, no MPI/TF/MXNet) into a virtualenv,
+# building it from the sdist once and caching the wheel.
+#
+#   bash scripts/install_horovod.sh VENV_DIR [--force]
+#
+# --force reinstalls even if horovod already imports (from the cached wheel when
+# there is one); to rebuild, delete the cache directory printed for the wheel.
+# SCALEBENCH_HOROVOD=system  only check that the venv's own horovod.torch imports.
+# SCALEBENCH_CACHE           cache root (default ~/.cache/scalebench); wheels and
+#                            build logs go to $SCALEBENCH_CACHE/wheels/.
+set -euo pipefail
+
+HVD_VERSION=0.28.1
+usage() { echo "usage: $0 VENV_DIR [--force]" >&2; exit 2; }
+die() { echo "horovod: $*" >&2; exit 1; }
+
+[[ $# -ge 1 && $# -le 2 ]] || usage
+VENV=$1
+FORCE=0
+if [[ $# -eq 2 ]]; then [[ $2 == --force ]] || usage; FORCE=1; fi
+PY=$VENV/bin/python
+[[ -x $PY ]] || die "no python at $PY"
+
+if [[ ${SCALEBENCH_HOROVOD:-} == system ]]; then
+  if out=$("$PY" -c 'import horovod, horovod.torch; print(horovod.__version__, horovod.__file__)' 2>&1); then
+    echo "horovod: using system installation: $out"; exit 0
+  fi
+  die "SCALEBENCH_HOROVOD=system but 'import horovod.torch' fails in $PY: $(tail -n 3 <<<"$out")"
+fi
+
+installed() {
+  "$PY" - "$HVD_VERSION" <<'EOF' 2>/dev/null
+import sys, horovod, horovod.torch
+assert horovod.__version__ == sys.argv[1]
+print(horovod.__version__, horovod.__file__)
+EOF
+}
+if [[ $FORCE == 0 ]] && out=$(installed); then
+  echo "horovod: already installed ($out)"; exit 0
+fi
+
+# The smallest change that builds against torch 2.14 (its headers need C++20).
+# Each line: file <TAB> sed expression. Its sha256 is part of the cache key.
+PATCH=$'CMakeLists.txt\ts/^set(CMAKE_CXX_STANDARD 14)$/set(CMAKE_CXX_STANDARD 17)/
+horovod/torch/CMakeLists.txt\ts/^    set(CMAKE_CXX_STANDARD 14)$/    set(CMAKE_CXX_STANDARD 20)/'
+PATCH_HASH=$(printf '%s\n' "$PATCH" | sha256sum | cut -c1-8)
+
+TORCH_VERSION=$("$PY" -c 'import torch; print(torch.__version__)') || die "torch does not import in $PY"
+FLAVOUR=cpu
+if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then FLAVOUR=cuda; fi
+KEY="horovod-$HVD_VERSION-torch$(tr -c 'A-Za-z0-9.\n' _ <<<"$TORCH_VERSION")-p$PATCH_HASH-$FLAVOUR"
+WHEELS=${SCALEBENCH_CACHE:-$HOME/.cache/scalebench}/wheels
+CACHE_DIR=$WHEELS/$KEY
+LOG=$WHEELS/$KEY.build.log
+mkdir -p "$WHEELS"
+: >"$LOG"
+
+fail() {
+  echo "horovod: $* (log: $LOG)" >&2
+  tail -n 30 "$LOG" >&2
+  exit 1
+}
+pip_install() { "$PY" -m pip install --disable-pip-version-check "$@" >>"$LOG" 2>&1 || fail "pip install $* failed"; }
+
+verify() {
+  local out
+  out=$("$VENV/bin/horovodrun" --check-build 2>&1) || die "horovodrun --check-build failed: $out"
+  if ! grep -q '\[X\] PyTorch' <<<"$out" || ! grep -q '\[X\] Gloo' <<<"$out"; then
+    die "build lacks PyTorch/Gloo support: $out"
+  fi
+}
+
+RUNTIME_DEPS=(cloudpickle psutil pyyaml packaging 'cffi>=1.4.0')
+SECONDS=0
+shopt -s nullglob
+cached=("$CACHE_DIR"/horovod-"$HVD_VERSION"-*.whl)
+if [[ ${#cached[@]} -gt 0 ]]; then
+  pip_install "${RUNTIME_DEPS[@]}"
+  pip_install --no-deps --force-reinstall "${cached[0]}"
+  verify
+  echo "horovod: installed from cache in ${SECONDS}s (${cached[0]})"
+  exit 0
+fi
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+echo "horovod: building $KEY (log: $LOG)"
+
+# Build deps for --no-build-isolation: setup.py's setup_requires is its install_requires.
+BUILD_DEPS=(setuptools wheel "${RUNTIME_DEPS[@]}")
+cmake --version >/dev/null 2>&1 || BUILD_DEPS+=(cmake)
+pip_install "${BUILD_DEPS[@]}"
+
+"$PY" -m pip download --disable-pip-version-check --no-deps --no-binary :all: \
+  "horovod==$HVD_VERSION" -d "$TMP" >>"$LOG" 2>&1 || fail "pip download failed"
+tar -xzf "$TMP/horovod-$HVD_VERSION.tar.gz" -C "$TMP"
+SRC=$TMP/horovod-$HVD_VERSION
+while IFS=$'\t' read -r file expr; do
+  cp "$SRC/$file" "$TMP/orig"
+  sed -i "$expr" "$SRC/$file"
+  ! cmp -s "$SRC/$file" "$TMP/orig" || fail "patch '$expr' changed nothing in $file"
+done <<<"$PATCH"
+
+MAKEFLAGS=-j$(nproc)
+export MAKEFLAGS HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
+  HOROVOD_WITHOUT_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_CPU_OPERATIONS=gloo
+# A CUDA build of torch makes Horovod add CUDA even for the CPU flavour. Without
+# CUDA_HOME torch guesses the toolkit from `which nvcc`, and CMake takes its root
+# from nvcc's directory: a wrapper /usr/local/bin/nvcc makes that /usr/local and
+# CUDAToolkit is not found. HOROVOD_CUDA_HOME pins CMake's nvcc to the real one.
+if [[ -n ${CUDA_HOME:-} || -d /usr/local/cuda ]]; then
+  export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} HOROVOD_CUDA_HOME=${HOROVOD_CUDA_HOME:-${CUDA_HOME:-/usr/local/cuda}}
+fi
+if [[ $FLAVOUR == cuda ]]; then
+  # UNTESTED: written on a machine without a GPU.
+  NCCL=$("$PY" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])') || fail "no nvidia-nccl package in the venv"
+  mkdir -p "$TMP/nccl-lib"
+  ln -s "$NCCL/lib/libnccl.so.2" "$TMP/nccl-lib/libnccl.so"
+  CC_LIST=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | tr -d . | sort -u | paste -sd,)
+  export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+  export HOROVOD_CUDA_HOME=${HOROVOD_CUDA_HOME:-$CUDA_HOME} HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED \
+    HOROVOD_NCCL_HOME=$NCCL HOROVOD_NCCL_INCLUDE=$NCCL/include HOROVOD_NCCL_LIB=$TMP/nccl-lib \
+    HOROVOD_BUILD_CUDA_CC_LIST=$CC_LIST
+fi
+env | grep -E '^(HOROVOD_|CUDA_HOME|MAKEFLAGS)' >>"$LOG"
+
+(cd "$SRC" && "$PY" -m pip wheel -v --disable-pip-version-check --no-build-isolation --no-deps -w "$TMP/dist" .) \
+  >>"$LOG" 2>&1 || fail "build failed"
+built=("$TMP"/dist/horovod-"$HVD_VERSION"-*.whl)
+[[ ${#built[@]} -eq 1 ]] || fail "expected one wheel in $TMP/dist"
+mkdir -p "$CACHE_DIR"
+cp "${built[0]}" "$CACHE_DIR/.part" && mv "$CACHE_DIR/.part" "$CACHE_DIR/${built[0]##*/}"
+pip_install --no-deps --force-reinstall "$CACHE_DIR/${built[0]##*/}"
+verify
+echo "horovod: built in ${SECONDS}s (cached as $CACHE_DIR/${built[0]##*/})"
