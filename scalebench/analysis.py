@@ -10,7 +10,6 @@ device kind, scaling, data).
 
 from __future__ import annotations
 
-
 from scalebench import stats
 
 CONFIG_FIELDS = ("model", "batch_size", "image_size", "precision", "device", "scaling", "data")

@@ -21,6 +21,10 @@ class Comm:
         """Every rank's obj, in rank order, on every rank (small picklable values only)."""
         raise NotImplementedError
 
+    def allreduce(self, tensor) -> None:
+        """Sum tensor in place across ranks with the framework's own collective."""
+        raise NotImplementedError
+
     def wrap(self, model, optimizer):
         """Return (model, optimizer) set up to average gradients across ranks."""
         raise NotImplementedError
@@ -46,6 +50,9 @@ class SingleProcessComm(Comm):
 
     def all_gather(self, obj: Any) -> list[Any]:
         return [obj]
+
+    def allreduce(self, tensor) -> None:
+        pass
 
     def wrap(self, model, optimizer):
         return model, optimizer

@@ -8,10 +8,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from scalebench import workloads
 from scalebench.errors import UserError
@@ -98,6 +99,7 @@ class RunSpec:
     loader_workers: int
     params: int
     options: dict[str, Any]  # the chosen framework's options, recorded as given
+    kind: str = "train"  # worker task (worker_io.TASKS); other tasks bring their own spec type
 
     def key(self) -> tuple:
         """Identity of a configuration, used by --resume."""

@@ -57,7 +57,6 @@ def synthetic_batches(spec: RunSpec, device) -> Iterator[tuple[Any, Any]]:
 
 def imagefolder_batches(spec: RunSpec, comm: Comm, device) -> Iterator[tuple[Any, Any]]:
     """A real input pipeline: ImageFolder, ImageNet training transforms, DistributedSampler."""
-    import torch
     import torchvision.transforms as T
     from torch.utils.data import DataLoader
     from torch.utils.data.distributed import DistributedSampler

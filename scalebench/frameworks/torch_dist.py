@@ -33,6 +33,9 @@ class TorchDistComm(Comm):
         self._dist.all_gather_object(out, obj)
         return out
 
+    def allreduce(self, tensor) -> None:
+        self._dist.all_reduce(tensor)
+
     def wrap(self, model, optimizer):
         from torch.nn.parallel import DistributedDataParallel
 
