@@ -13,7 +13,7 @@ import sys
 from scalebench import __version__
 from scalebench.errors import UserError
 
-COMMANDS = ["sweep", "report", "list", "env"]
+COMMANDS = ["sweep", "report", "list", "env", "allreduce", "predict", "compare", "history"]
 
 
 class Parser(argparse.ArgumentParser):

@@ -1,10 +1,11 @@
-"""Markdown report and the files every sweep leaves: summary.csv, figures, report.md."""
+"""The files every sweep leaves: summary.csv, figures, report.md and report.html."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
-from scalebench import analysis, plots
+from scalebench import analysis, html_report, plots
 from scalebench.results import Problem
 
 
@@ -106,20 +107,25 @@ def markdown(records: list[dict], problems: list[Problem], figures: dict[str, st
 
 
 def write_all(records: list[dict], problems: list[Problem], out_dir: Path) -> list[Path]:
-    """summary.csv, efficiency.png, throughput.png and report.md in out_dir."""
+    """summary.csv, efficiency.png, throughput.png, report.md and report.html in out_dir.
+
+    The efficiency figure carries Horovod's published efficiencies as reference lines.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = analysis.summary_rows(records)
     written = []
     csv_path = out_dir / "summary.csv"
     analysis.summary_frame(records).to_csv(csv_path, index=False)
     written.append(csv_path)
-    figures = {}
-    for name, draw in (("efficiency", plots.efficiency_plot), ("throughput", plots.throughput_plot)):
+    figures: dict[str, Path] = {}
+    for name, draw in (("efficiency", partial(plots.efficiency_plot, published=True)),
+                       ("throughput", plots.throughput_plot)):
         path = draw(rows, out_dir / f"{name}.png")
         if path is not None:
-            figures[name] = path.name
+            figures[name] = path
             written.append(path)
     md = out_dir / "report.md"
-    md.write_text(markdown(records, problems, figures))
+    md.write_text(markdown(records, problems, {name: p.name for name, p in figures.items()}))
     written.append(md)
+    written.append(html_report.write(records, problems, out_dir, figures))
     return written

@@ -98,6 +98,10 @@ def validate(record: dict[str, Any]) -> None:
             raise RecordError("trial_images_per_sec does not have one value per trial")
         if not all(math.isfinite(v) and v > 0 for v in record["trial_images_per_sec"]):
             raise RecordError("trial_images_per_sec has a non-positive or non-finite value")
+    if record.get("kind") == "allreduce":
+        from scalebench.allreduce import validate_fields  # that record kind's own fields
+
+        validate_fields(record)
 
 
 def now_iso() -> str:

@@ -92,3 +92,76 @@ def efficiency(throughput_n: Summary, workers: int, throughput_1: Summary) -> Ra
     rel_se = math.hypot(throughput_n.sem / throughput_n.mean, throughput_1.sem / throughput_1.mean)
     half = t_quantile(min(throughput_n.n, throughput_1.n) - 1) * rel_se * value
     return Ratio(value, value - half, value + half)
+
+
+# ---------------------------------------------------------------- differences between two samples
+
+MANN_WHITNEY = "Mann-Whitney U"
+INTERVALS = "95% intervals"
+NO_TEST = "none"
+
+
+def efficiency_samples(trials_n: Sequence[float], workers: int, mean_1: float) -> list[float]:
+    """Per-trial efficiency: each trial's throughput(N) / (N x mean throughput(1))."""
+    return [float(v) / (workers * mean_1) for v in trials_n]
+
+
+def mann_whitney_min_p(n1: int, n2: int) -> float:
+    """The smallest two-sided p the exact Mann-Whitney U test can give for n1 vs n2 samples.
+
+    Every ordering of the pooled samples is equally likely under the null; the two extreme ones
+    (all of one sample below all of the other) give p = 2 / C(n1 + n2, n1). 3 vs 3 -> 0.1.
+    """
+    if n1 < 1 or n2 < 1:
+        return 1.0
+    return min(1.0, 2 / math.comb(n1 + n2, n1))
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Whether two samples differ: which test decided, its p-value (when it has one), and why."""
+
+    test: str  # MANN_WHITNEY | INTERVALS | NO_TEST
+    significant: bool
+    p_value: float | None = None
+    reason: str = ""
+
+
+def intervals_overlap(a: Summary, b: Summary) -> bool:
+    if None in (a.ci_low, a.ci_high, b.ci_low, b.ci_high):
+        raise ValueError("intervals need at least two samples on each side")
+    return not (a.ci_high < b.ci_low or b.ci_high < a.ci_low)
+
+
+def difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Difference:
+    """Two-sided test on raw samples: Mann-Whitney U where it can reach alpha, else intervals.
+
+    With too few samples (3 vs 3 gives at best p = 0.1) the test cannot be significant at
+    alpha = 0.05, so non-overlapping 95% Student-t intervals of the means decide instead. With a
+    single sample on either side nothing can be said: not significant. A failed test is never
+    reported as significant.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie between 0 and 1, not {alpha}")
+    a, b = [float(v) for v in a], [float(v) for v in b]
+    if not a or not b:
+        raise ValueError("difference needs at least one sample on each side")
+    min_p = mann_whitney_min_p(len(a), len(b))
+    if min_p < alpha:
+        from scipy.stats import mannwhitneyu
+
+        try:
+            p = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+        except ValueError as exc:
+            return Difference(MANN_WHITNEY, False, None, f"test failed: {exc}")
+        if not math.isfinite(p):
+            return Difference(MANN_WHITNEY, False, None, "test gave no p-value")
+        return Difference(MANN_WHITNEY, p < alpha, p, f"p = {p:.3g} vs alpha {alpha:g}")
+    if len(a) < 2 or len(b) < 2:
+        return Difference(NO_TEST, False, None,
+                          f"{len(a)} vs {len(b)} samples: one sample has no interval")
+    sa, sb = summarize(a), summarize(b)
+    overlap = intervals_overlap(sa, sb)
+    return Difference(INTERVALS, not overlap, None,
+                      f"{len(a)} vs {len(b)} samples (Mann-Whitney U at best p = {min_p:.2g}); "
+                      f"95% intervals {'overlap' if overlap else 'do not overlap'}")

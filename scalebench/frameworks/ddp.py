@@ -46,6 +46,10 @@ class DDP(Framework):
         process.write_spec(run_dir, spec.to_json())
         proc = process.run_isolated(torchrun_command(spec, run_dir),
                                     process.base_env(spec.threads_per_worker), spec.timeout, run_dir)
+        if spec.options.get("node_rank", 0) != 0 and proc.returncode == 0 \
+                and not process.worker_errors(run_dir):
+            # Global rank 0 lives on node 0, which writes the result; this node's part is done.
+            return LaunchOutcome("ok", {}, launch_unix=proc.launch_unix)
         return process.outcome_from_files(run_dir, proc, "torchrun", spec.timeout)
 
 

@@ -21,6 +21,7 @@ from scalebench.frameworks.process import RESULT_FILE, SPEC_FILE
 # spec "kind" -> (module, spec class, function(spec, comm) -> rank-0 result or None)
 TASKS: dict[str, tuple[str, str, str]] = {
     "train": ("scalebench.measure", "scalebench.config:RunSpec", "run"),
+    "allreduce": ("scalebench.allreduce", "scalebench.allreduce:AllreduceSpec", "run"),
 }
 
 

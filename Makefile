@@ -1,0 +1,31 @@
+# The environment lives in .venv unless SCALEBENCH_VENV names another (CI keeps one outside
+# the clone so that repeated runs do not each build a multi-GB environment).
+VENV ?= $(or $(SCALEBENCH_VENV),.venv)
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup sweep test test-quick lint horovod bench clean
+
+setup:
+	@bash scripts/setup.sh $(VENV)
+
+sweep: setup
+	$(PY) -m scalebench sweep workloads/default.toml
+
+test: setup
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-quick: setup
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check scalebench tests benchmarks
+
+horovod: setup
+	bash scripts/install_horovod.sh $(VENV) --force
+
+bench: setup
+	$(PY) benchmarks/harness_overhead.py
+
+clean:
+	rm -rf results/default results/allreduce .pytest_cache

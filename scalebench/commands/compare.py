@@ -1,0 +1,72 @@
+"""scalebench compare BASELINE CURRENT [--threshold 5] [--alpha 0.05] [--metric ...] [--markdown FILE]
+
+Exit codes: 0 nothing regressed, 1 something regressed, 2 bad input (UserError).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from scalebench import compare, results
+from scalebench.errors import UserError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("compare", help="regression gate: compare two results sets (exit 1 on a "
+                       "regression)")
+    p.add_argument("baseline", help="baseline results.jsonl or sweep output folder")
+    p.add_argument("current", help="current results.jsonl or sweep output folder")
+    p.add_argument("--threshold", type=float, default=5.0,
+                   help="percent a metric must worsen by, besides being significant (default 5)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="significance level of the test on per-trial samples (default 0.05)")
+    p.add_argument("--metric", default="throughput,efficiency",
+                   help="comma list: throughput,efficiency (default both)")
+    p.add_argument("--markdown", help="also write the table as markdown (for a CI job summary); "
+                   "it is appended to $GITHUB_STEP_SUMMARY whenever that is set")
+    p.set_defaults(run=run)
+
+
+def load_side(raw: str, label: str) -> tuple[list[dict], list[str]]:
+    """Valid records of one side; a side with no valid train record is bad input (exit 2)."""
+    paths = results.resolve_inputs([raw])
+    records, problems = results.load(paths)
+    warnings = [f"{label}: {p}" for p in problems]
+    if not any(r.get("kind") == "train" for r in records):
+        why = "; ".join(str(p) for p in problems[:3]) or "the file is empty"
+        raise UserError(f"{label} {raw!r} holds no valid run record ({why})")
+    return records, warnings
+
+
+def run(args: argparse.Namespace) -> int:
+    compare.check_settings(args.threshold, args.alpha)
+    metrics = compare.parse_metrics(args.metric)
+    baseline, warn_b = load_side(args.baseline, "baseline")
+    current, warn_c = load_side(args.current, "current")
+    outcome = compare.compare(baseline, current, args.threshold, args.alpha, metrics,
+                              baseline_label=args.baseline, current_label=args.current,
+                              input_warnings=warn_b + warn_c)
+    print(compare.render_text(outcome))
+    markdown = None
+    if args.markdown or os.environ.get("GITHUB_STEP_SUMMARY"):
+        markdown = compare.render_markdown(outcome)
+    if args.markdown:
+        path = Path(args.markdown)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(markdown, encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"--markdown: cannot write {str(path)!r}: {exc.strerror}") from exc
+        print(f"wrote {path}")
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write(markdown + "\n")
+        except OSError as exc:
+            print(f"warning: cannot append to GITHUB_STEP_SUMMARY {summary!r}: {exc.strerror}",
+                  file=sys.stderr)
+    return outcome.exit_code

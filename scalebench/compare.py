@@ -1,0 +1,348 @@
+"""Regression gate: match the runs of two results sets and judge each change.
+
+Pure functions return verdicts (`compare`); separate functions render them as text or markdown
+(`render_text`, `render_markdown`). A regression needs both: worse by more than the threshold
+and a significant difference on the raw per-trial samples (stats.difference: Mann-Whitney U
+where the sample sizes let it reach alpha, otherwise non-overlapping 95% intervals).
+
+Efficiency samples of a run are its trial throughputs divided by N x the mean throughput of the
+same side's one-worker run of the same framework and configuration.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from scalebench import stats
+from scalebench.envinfo import HARDWARE_FIELDS
+from scalebench.errors import UserError
+
+# A run on one side matches a run on the other when all of these agree ("device_kind" comes from
+# the record's environment: the accelerator model on GPUs, "cpu" on CPUs).
+MATCH_FIELDS = ("framework", "model", "world_size", "nodes", "batch_size", "image_size",
+                "precision", "device_kind", "scaling", "data")
+# Settings outside the match key that still change the numbers: a row notes when they differ.
+SETTING_FIELDS = ("warmup", "iters", "threads_per_worker", "aux_logits", "options")
+METRICS = ("throughput", "efficiency")
+VERDICTS = ("regression", "improvement", "unchanged", "new", "missing")
+
+
+def device_kind(record: dict) -> str | None:
+    return (record.get("env") or {}).get("device_kind") or record.get("device")
+
+
+def match_key(record: dict) -> tuple:
+    return tuple(device_kind(record) if f == "device_kind" else record.get(f) for f in MATCH_FIELDS)
+
+
+def describe_key(key: Sequence) -> str:
+    k = dict(zip(MATCH_FIELDS, key, strict=True))
+    nodes = f" {k['nodes']} nodes" if k["nodes"] and k["nodes"] > 1 else ""
+    return (f"{k['model']} {k['framework']} x{k['world_size']}{nodes} {k['precision']} "
+            f"b{k['batch_size']} {k['image_size']}px {k['device_kind']} {k['scaling']}"
+            + ("" if k["data"] == "synthetic" else f" {k['data']}"))
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side's view of a configuration: its newest ok run and the newest record of any status."""
+
+    ok: dict | None
+    last: dict
+
+
+def index_runs(records: Iterable[dict]) -> dict[tuple, Side]:
+    """Train records by match key; later records (file order) replace earlier ones."""
+    ok: dict[tuple, dict] = {}
+    last: dict[tuple, dict] = {}
+    for r in records:
+        if r.get("kind") != "train":
+            continue
+        key = match_key(r)
+        last[key] = r
+        if r.get("status") == "ok":
+            ok[key] = r
+    return {key: Side(ok.get(key), last[key]) for key in last}
+
+
+def metric_samples(metric: str, key: tuple, runs: dict[tuple, Side]) -> tuple[list[float] | None, str]:
+    """(per-trial samples, reason when there are none) for one configuration on one side."""
+    side = runs.get(key)
+    if side is None:
+        return None, "not in this results set"
+    if side.ok is None:
+        r = side.last
+        return None, f"run {r['status']}: {r.get('error') or 'no reason recorded'}"
+    trials = side.ok["trial_images_per_sec"]
+    if metric == "throughput":
+        return list(trials), ""
+    k = dict(zip(MATCH_FIELDS, key, strict=True))
+    one_key = match_key_with(key, world_size=1, nodes=1)
+    one = runs.get(one_key)
+    if one is None or one.ok is None:
+        return None, "no ok one-worker run to take efficiency against"
+    mean_1 = stats.summarize(one.ok["trial_images_per_sec"]).mean
+    return stats.efficiency_samples(trials, k["world_size"], mean_1), ""
+
+
+def match_key_with(key: tuple, **changes) -> tuple:
+    values = dict(zip(MATCH_FIELDS, key, strict=True))
+    values.update(changes)
+    return tuple(values[f] for f in MATCH_FIELDS)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: str  # regression | improvement | unchanged
+    change_pct: float
+    difference: stats.Difference
+    reason: str
+
+
+def judge(baseline: Sequence[float], current: Sequence[float], threshold: float, alpha: float
+          ) -> Judgement:
+    """The rule, for higher-is-better samples: a change beyond the threshold that is significant."""
+    b, c = stats.summarize(baseline), stats.summarize(current)
+    change = 100.0 * (c.mean - b.mean) / b.mean
+    diff = stats.difference(baseline, current, alpha)
+    beyond = abs(change) > threshold
+    if beyond and diff.significant:
+        verdict = "regression" if change < 0 else "improvement"
+        reason = f"{change:+.1f}% beyond {threshold:g}% and significant"
+    elif beyond:
+        verdict, reason = "unchanged", f"{change:+.1f}% beyond {threshold:g}% but not significant"
+    else:
+        verdict, reason = "unchanged", f"within {threshold:g}%"
+    return Judgement(verdict, change, diff, reason)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    metric: str
+    key: tuple  # values of MATCH_FIELDS
+    verdict: str  # one of VERDICTS
+    baseline: stats.Summary | None
+    current: stats.Summary | None
+    change_pct: float | None
+    test: str  # stats.MANN_WHITNEY | stats.INTERVALS | stats.NO_TEST, "" for new/missing
+    p_value: float | None
+    reason: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def config(self) -> str:
+        return describe_key(self.key)
+
+
+def _setting_notes(key: tuple, base: dict[tuple, Side], cur: dict[tuple, Side]) -> tuple[str, ...]:
+    b, c = base[key].ok, cur[key].ok
+    notes = []
+    for f in SETTING_FIELDS:
+        if b.get(f) != c.get(f):
+            notes.append(f"{f} differs: {b.get(f)!r} -> {c.get(f)!r}")
+    if b.get("trials") != c.get("trials"):
+        notes.append(f"trials {b.get('trials')} -> {c.get('trials')}")
+    return tuple(notes)
+
+
+def compare_metric(metric: str, base: dict[tuple, Side], cur: dict[tuple, Side], threshold: float,
+                   alpha: float) -> list[Verdict]:
+    verdicts = []
+    for key in sorted(set(base) | set(cur), key=lambda k: tuple(str(v) for v in k)):
+        if metric == "efficiency" and dict(zip(MATCH_FIELDS, key, strict=True))["world_size"] == 1:
+            continue  # a one-worker run is its own reference: efficiency 1 by definition
+        b, b_why = metric_samples(metric, key, base)
+        c, c_why = metric_samples(metric, key, cur)
+        if b is None and c is None:
+            continue  # neither side has anything to say about this row
+        if b is None:
+            verdicts.append(Verdict(metric, key, "new", None, stats.summarize(c), None, "", None,
+                                    f"baseline: {b_why}"))
+            continue
+        if c is None:
+            verdicts.append(Verdict(metric, key, "missing", stats.summarize(b), None, None, "",
+                                    None, f"current: {c_why}"))
+            continue
+        j = judge(b, c, threshold, alpha)
+        verdicts.append(Verdict(metric, key, j.verdict, stats.summarize(b), stats.summarize(c),
+                                j.change_pct, j.difference.test, j.difference.p_value,
+                                f"{j.reason}; {j.difference.reason}",
+                                _setting_notes(key, base, cur)))
+    return verdicts
+
+
+def _env_values(records: Iterable[dict], field_name: str) -> list[str]:
+    values = {str((r.get("env") or {}).get(field_name)) for r in records
+              if r.get("kind") == "train" and r.get("status") == "ok"}
+    return sorted(values)
+
+
+def environment_warnings(baseline: list[dict], current: list[dict]) -> list[str]:
+    """Hardware and version fields (envinfo.HARDWARE_FIELDS) that differ, in words."""
+    warnings = []
+    for f in HARDWARE_FIELDS:
+        b, c = _env_values(baseline, f), _env_values(current, f)
+        if len(b) > 1:
+            warnings.append(f"baseline mixes {f}: {', '.join(b)}")
+        if len(c) > 1:
+            warnings.append(f"current mixes {f}: {', '.join(c)}")
+        if b and c and b != c:
+            warnings.append(f"{f} differs: baseline {', '.join(b)} vs current {', '.join(c)}")
+    return warnings
+
+
+SEVERITY = {v: i for i, v in enumerate(VERDICTS)}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    verdicts: tuple[Verdict, ...]
+    env_warnings: tuple[str, ...]
+    threshold: float
+    alpha: float
+    metrics: tuple[str, ...]
+    baseline_label: str = "baseline"
+    current_label: str = "current"
+    input_warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def regressions(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.verdict == "regression"]
+
+    def count(self, verdict: str) -> int:
+        return sum(1 for v in self.verdicts if v.verdict == verdict)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.regressions else 0
+
+
+def parse_metrics(text: str | Sequence[str]) -> tuple[str, ...]:
+    items = [m.strip() for m in (text.split(",") if isinstance(text, str) else text) if m.strip()]
+    for m in items:
+        if m not in METRICS:
+            raise UserError(f"--metric: unknown metric {m!r}; allowed: {', '.join(METRICS)}")
+    if not items:
+        raise UserError(f"--metric: needs at least one of: {', '.join(METRICS)}")
+    return tuple(dict.fromkeys(items))
+
+
+def check_settings(threshold: float, alpha: float) -> None:
+    if not math.isfinite(threshold) or threshold < 0:
+        raise UserError(f"--threshold: must be a percentage >= 0, not {threshold:g}")
+    if not 0 < alpha < 1:
+        raise UserError(f"--alpha: must lie between 0 and 1, not {alpha:g}")
+
+
+def compare(baseline: list[dict], current: list[dict], threshold: float = 5.0, alpha: float = 0.05,
+            metrics: Sequence[str] = METRICS, baseline_label: str = "baseline",
+            current_label: str = "current", input_warnings: Sequence[str] = ()) -> Comparison:
+    """Verdicts for every configuration in either set, for each metric; nothing is printed."""
+    check_settings(threshold, alpha)
+    metrics = parse_metrics(metrics)
+    base, cur = index_runs(baseline), index_runs(current)
+    if not base:
+        raise UserError(f"{baseline_label}: no train records to compare")
+    if not cur:
+        raise UserError(f"{current_label}: no train records to compare")
+    if not set(base) & set(cur):
+        raise UserError(
+            f"no configuration appears in both {baseline_label} and {current_label}; nothing to "
+            f"compare (baseline: {'; '.join(sorted({describe_key(k) for k in base}))}; current: "
+            f"{'; '.join(sorted({describe_key(k) for k in cur}))})")
+    verdicts: list[Verdict] = []
+    for metric in metrics:
+        verdicts += compare_metric(metric, base, cur, threshold, alpha)
+    verdicts.sort(key=lambda v: SEVERITY[v.verdict])  # stable: key order within a verdict
+    return Comparison(tuple(verdicts), tuple(environment_warnings(baseline, current)), threshold,
+                      alpha, metrics, baseline_label, current_label, tuple(input_warnings))
+
+
+# ---------------------------------------------------------------- rendering (separate from judging)
+
+def _value(metric: str, s: stats.Summary | None) -> str:
+    if s is None:
+        return "–"
+    if metric == "efficiency":
+        text = f"{100 * s.mean:.1f}%"
+        if s.ci_low is not None:
+            text += f" [{100 * s.ci_low:.1f}–{100 * s.ci_high:.1f}]"
+    else:
+        text = f"{s.mean:.3g}"
+        if s.ci_low is not None:
+            text += f" [{s.ci_low:.3g}–{s.ci_high:.3g}]"
+    if s.noisy:
+        text += " noisy"
+    return text
+
+
+def _test(v: Verdict) -> str:
+    if not v.test:
+        return "–"
+    if v.p_value is not None:
+        return f"{v.test} p={v.p_value:.3g}"
+    return v.test
+
+
+def _cells(v: Verdict) -> list[str]:
+    change = "–" if v.change_pct is None else f"{v.change_pct:+.1f}%"
+    return [v.verdict.upper() if v.verdict == "regression" else v.verdict, v.metric, v.config,
+            _value(v.metric, v.baseline), _value(v.metric, v.current), change, _test(v),
+            "; ".join((v.reason,) + v.notes)]
+
+
+HEADER = ["verdict", "metric", "configuration", "baseline", "current", "change", "test", "why"]
+
+
+def summary_line(c: Comparison) -> str:
+    counts = ", ".join(f"{c.count(v)} {v}" for v in VERDICTS if c.count(v))
+    outcome = (f"FAILED: {len(c.regressions)} regression{'s' if len(c.regressions) != 1 else ''}"
+               if c.regressions else "passed: no regression")
+    return f"{outcome} ({counts}; threshold {c.threshold:g}%, alpha {c.alpha:g})"
+
+
+def render_text(c: Comparison) -> str:
+    lines = [f"scalebench compare: {c.baseline_label} -> {c.current_label} "
+             f"(metrics {', '.join(c.metrics)}; threshold {c.threshold:g}%, alpha {c.alpha:g})"]
+    lines += [f"warning: {w}" for w in c.input_warnings]
+    if c.env_warnings:
+        lines.append("WARNING: the environments differ; changes may come from the environment, "
+                     "not the code:")
+        lines += [f"  {w}" for w in c.env_warnings]
+    rows = [HEADER] + [_cells(v) for v in c.verdicts]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]
+    for r in rows:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=False))
+                     + "  " + r[-1])
+    lines.append(summary_line(c))
+    for v in c.regressions:
+        lines.append(f"  regression: {v.metric} of {v.config}: {v.change_pct:+.1f}% ({_test(v)})")
+    return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(c: Comparison) -> str:
+    lines = ["## scalebench compare", "",
+             f"**{_md(summary_line(c))}**", "",
+             f"Baseline `{_md(c.baseline_label)}`, current `{_md(c.current_label)}`. A regression "
+             f"is worse by more than {c.threshold:g}% *and* significant (Mann-Whitney U at alpha "
+             f"{c.alpha:g} where the trial counts allow it, else non-overlapping 95% intervals).",
+             ""]
+    if c.env_warnings:
+        lines += ["> **Warning: the environments differ**; changes may come from the environment:",
+                  ">"] + [f"> - {_md(w)}" for w in c.env_warnings] + [""]
+    if c.input_warnings:
+        lines += [f"- input: {_md(w)}" for w in c.input_warnings] + [""]
+    lines += ["| " + " | ".join(HEADER) + " |", "|---|---|---|---:|---:|---:|---|---|"]
+    for v in c.verdicts:
+        cells = _cells(v)
+        if v.verdict == "regression":
+            cells[0] = f"**{cells[0]}**"
+        lines.append("| " + " | ".join(_md(x) for x in cells) + " |")
+    lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,240 @@
+"""Results over time: a JSONL store with one row per run, and trend figures per configuration.
+
+Each row carries its own format version (`history_version`), the git commit the run measured,
+the run's environment, its per-trial throughputs and (when the same results set holds the
+one-worker run) its per-trial efficiencies. `plot` draws one PNG per metric and marks each point
+that compare would call a regression against the previous point of the same configuration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from scalebench import compare, stats
+from scalebench.errors import UserError
+
+HISTORY_VERSION = 1
+METRICS = compare.METRICS
+# A configuration's trend: everything in compare's match key except framework and workers,
+# which become the lines of one panel.
+PANEL_FIELDS = ("model", "batch_size", "image_size", "precision", "device_kind", "scaling", "data")
+LINE_FIELDS = ("framework", "world_size", "nodes")
+
+
+def _row_id(record: dict) -> str:
+    basis = json.dumps([list(compare.match_key(record)), record.get("timestamp"),
+                        (record.get("env") or {}).get("hostname"), record.get("run_id"),
+                        record.get("status"), record.get("trial_images_per_sec")],
+                       sort_keys=True, default=str)
+    return hashlib.sha256(basis.encode()).hexdigest()[:16]
+
+
+def rows_from_records(records: list[dict], commit: str | None = None, source: str = "") -> list[dict]:
+    """One history row per train record; efficiency is taken within the same results set."""
+    runs = compare.index_runs(records)
+    added_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    rows = []
+    for r in records:
+        if r.get("kind") != "train":
+            continue
+        key = compare.match_key(r)
+        env = r.get("env") or {}
+        row = {
+            "history_version": HISTORY_VERSION,
+            "id": _row_id(r),
+            "added_at": added_at,
+            "timestamp": r.get("timestamp"),
+            "commit": commit or env.get("git_commit"),
+            "source": source,
+            "run_id": r.get("run_id"),
+            **dict(zip(compare.MATCH_FIELDS, key, strict=True)),
+            "status": r.get("status"),
+            "error": r.get("error"),
+            "trial_images_per_sec": None, "images_per_sec": None,
+            "trial_efficiency": None, "efficiency": None,
+            "env": env,
+        }
+        if r.get("status") == "ok":
+            row["trial_images_per_sec"] = list(r["trial_images_per_sec"])
+            row["images_per_sec"] = stats.summarize(r["trial_images_per_sec"]).mean
+            same = runs.get(key)
+            if r["world_size"] > 1 and same is not None and same.ok is r:
+                samples, _ = compare.metric_samples("efficiency", key, runs)
+                if samples is not None:
+                    row["trial_efficiency"] = samples
+                    row["efficiency"] = stats.summarize(samples).mean
+        rows.append(row)
+    return rows
+
+
+def load_store(path: Path) -> tuple[list[dict], list[str]]:
+    """Rows of the store; unknown format versions are refused, malformed lines reported."""
+    if not path.is_file():
+        raise UserError(f"history store {str(path)!r} does not exist; create it with "
+                        "`scalebench history add RESULTS --store FILE`")
+    rows, problems = [], []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                problems.append(f"{path}:{number}: skipped: malformed JSON ({exc.msg})")
+                continue
+            if not isinstance(row, dict) or "history_version" not in row:
+                problems.append(f"{path}:{number}: skipped: not a history row")
+                continue
+            if row["history_version"] != HISTORY_VERSION:
+                raise UserError(
+                    f"history store {str(path)!r} line {number} has history_version "
+                    f"{row['history_version']!r}; this scalebench reads version {HISTORY_VERSION}: "
+                    "use the scalebench that wrote it, or start a new store")
+            rows.append(row)
+    return rows, problems
+
+
+def add(store: Path, records: list[dict], commit: str | None = None, source: str = ""
+        ) -> tuple[int, int]:
+    """Append rows for records not yet in the store. Returns (added, already there)."""
+    existing: set[str] = set()
+    if store.is_file():
+        rows, _ = load_store(store)
+        existing = {r.get("id") for r in rows}
+    new = rows_from_records(records, commit, source)
+    fresh = [r for r in new if r["id"] not in existing]
+    store.parent.mkdir(parents=True, exist_ok=True)
+    with open(store, "a", encoding="utf-8") as fh:
+        for r in fresh:
+            fh.write(json.dumps(r, allow_nan=False, default=str) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    return len(fresh), len(new) - len(fresh)
+
+
+# ---------------------------------------------------------------- trends
+
+@dataclass(frozen=True)
+class Point:
+    when: datetime
+    commit: str | None
+    summary: stats.Summary
+    samples: tuple[float, ...]
+    judgement: compare.Judgement | None  # against the previous point of the same line
+
+
+def _when(row: dict) -> datetime:
+    for text in (row.get("timestamp"), row.get("added_at")):
+        try:
+            return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S%z")
+        except (TypeError, ValueError):
+            continue
+    return datetime.fromtimestamp(0).astimezone()
+
+
+def trends(rows: Iterable[dict], metric: str, threshold: float = 5.0, alpha: float = 0.05
+           ) -> dict[tuple, dict[tuple, list[Point]]]:
+    """panel key -> line key -> points in time order, each judged against the one before."""
+    field = "trial_images_per_sec" if metric == "throughput" else "trial_efficiency"
+    series: dict[tuple, dict[tuple, list[tuple[datetime, dict]]]] = {}
+    for row in rows:
+        if row.get("status") != "ok" or not row.get(field):
+            continue
+        panel = tuple(row.get(f) for f in PANEL_FIELDS)
+        line = tuple(row.get(f) for f in LINE_FIELDS)
+        series.setdefault(panel, {}).setdefault(line, []).append((_when(row), row))
+    out: dict[tuple, dict[tuple, list[Point]]] = {}
+    for panel, lines in series.items():
+        for line, items in lines.items():
+            items.sort(key=lambda x: x[0])  # stable: store order for equal times
+            points: list[Point] = []
+            for when, row in items:
+                samples = tuple(float(v) for v in row[field])
+                judged = (compare.judge(points[-1].samples, samples, threshold, alpha)
+                          if points else None)
+                points.append(Point(when, row.get("commit"), stats.summarize(samples), samples,
+                                    judged))
+            out.setdefault(panel, {})[line] = points
+    return out
+
+
+def regressions(tr: dict[tuple, dict[tuple, list[Point]]]) -> list[tuple[tuple, tuple, Point]]:
+    return [(panel, line, p) for panel, lines in tr.items() for line, points in lines.items()
+            for p in points if p.judgement is not None and p.judgement.verdict == "regression"]
+
+
+def panel_title(panel: tuple) -> str:
+    p = dict(zip(PANEL_FIELDS, panel, strict=True))
+    return (f"{p['model']} {p['precision']} b{p['batch_size']} {p['image_size']}px "
+            f"{p['device_kind']} {p['scaling']}")
+
+
+def line_label(line: tuple) -> str:
+    framework, workers, nodes = line
+    return f"{framework} x{workers}" + (f" ({nodes} nodes)" if nodes and nodes > 1 else "")
+
+
+def plot_metric(tr: dict[tuple, dict[tuple, list[Point]]], metric: str, path: Path) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not tr:
+        return None
+    scale = 100.0 if metric == "efficiency" else 1.0
+    panels = sorted(tr.items(), key=lambda kv: tuple(str(v) for v in kv[0]))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 3.6 * len(panels)), squeeze=False)
+    for ax, (panel, lines) in zip(axes[:, 0], panels, strict=True):
+        marked = False
+        for line, points in sorted(lines.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
+            xs = [p.when for p in points]
+            ys = [scale * p.summary.mean for p in points]
+            lows = [scale * (p.summary.mean - p.summary.ci_low) if p.summary.ci_low is not None
+                    else 0.0 for p in points]
+            highs = [scale * (p.summary.ci_high - p.summary.mean) if p.summary.ci_high is not None
+                     else 0.0 for p in points]
+            ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, label=line_label(line))
+            for p, y in zip(points, ys, strict=True):
+                if p.judgement is not None and p.judgement.verdict == "regression":
+                    ax.plot([p.when], [y], marker="X", markersize=14, color="tab:red",
+                            linestyle="none", label=None if marked else "regression vs previous")
+                    ax.annotate(f"{p.judgement.change_pct:+.0f}%", (p.when, y),
+                                textcoords="offset points", xytext=(6, -14), color="tab:red",
+                                fontsize="small")
+                    marked = True
+        ax.set_title(panel_title(panel))
+        ax.set_ylabel("scaling efficiency (%)" if metric == "efficiency"
+                      else "images / second (all workers)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
+        for label in ax.get_xticklabels():
+            label.set_rotation(20)
+            label.set_horizontalalignment("right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot(rows: list[dict], out_dir: Path, threshold: float = 5.0, alpha: float = 0.05
+         ) -> tuple[list[Path], list[tuple[str, tuple, tuple, Point]]]:
+    """history-throughput.png and history-efficiency.png (where there is data), and every point
+    judged a regression against the previous one, as (metric, panel, line, point)."""
+    compare.check_settings(threshold, alpha)
+    written, found = [], []
+    for metric in METRICS:
+        tr = trends(rows, metric, threshold, alpha)
+        path = plot_metric(tr, metric, out_dir / f"history-{metric}.png")
+        if path is not None:
+            written.append(path)
+        found += [(metric, panel, line, p) for panel, line, p in regressions(tr)]
+    return written, found

@@ -1,0 +1,457 @@
+"""Compute/communication scaling model: bounds on efficiency at N workers and a verdict.
+
+One data-parallel step at N workers = the one-worker compute + a ring allreduce of the
+gradients. Two bounds (docs/scaling-model.md):
+
+    no overlap     step = compute + allreduce
+    full overlap   step = forward + max(backward, allreduce)
+
+    compute        the one-worker step time (batch / one-worker images/s); per-worker work is the
+                   same at N under weak scaling
+    forward        compute / (1 + r), backward = compute x r / (1 + r), r = backward:forward = 2
+                   (backward computes gradients for activations and for weights, about twice
+                   the forward's work); the optimizer update is counted in the forward part
+    allreduce      messages x 2(N-1) x step_latency + 2(N-1)/N x gradient bytes / bandwidth
+                   (ring: 2(N-1) steps, each moving 1/N of the message over every link);
+                   bandwidth is the bus bandwidth of nccl-tests (link speed, bytes/s);
+                   messages = ceil(gradient bytes / fusion buffer or bucket)
+    efficiency     compute / step (= throughput(N) / (N x throughput(1)))
+
+Everything here is pure: no launches, no I/O. UserError for bad user input (exit code 2).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from scalebench import workloads
+from scalebench.errors import UserError
+
+BACKWARD_TO_FORWARD = 2.0
+DEFAULT_STEP_LATENCY = 5e-6  # seconds per ring step; NCCL's own tuning model uses ~3-10 us
+FP32_BYTES, FP16_BYTES = 4, 2
+MIB = 2**20
+# Gradients are sent in fused messages: Horovod's fusion buffer (HOROVOD_FUSION_THRESHOLD:
+# 128 MiB since Horovod 0.21, 64 MiB before, when its published benchmarks were made) and DDP's
+# gradient buckets (bucket_cap_mb, 25 MiB; Ray Train uses DDP).
+BUCKET_BYTES = {"horovod": 128 * MIB, "ddp": 25 * MIB, "ray": 25 * MIB}
+DEFAULT_BUCKET_BYTES = 64 * MIB  # predict's default: the published Horovod tables' setting
+
+BELOW, COMM, COMPUTE, ABOVE, NOT_MODELLED = (
+    "below-model", "communication-bound", "compute-bound", "above-model", "not-modelled")
+
+
+# ---------------------------------------------------------------- units
+
+_DECIMAL = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_BINARY = {"ki": 2.0**10, "mi": 2.0**20, "gi": 2.0**30, "ti": 2.0**40}
+_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)(?:[eE]([-+]?\d+))?"
+_BANDWIDTH_RE = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-z/]*)\s*$")
+BANDWIDTH_HELP = "e.g. 25Gbit, 25Gbps, 3.1GB/s, 100MB/s"
+
+
+def parse_bandwidth(text: str, name: str = "bandwidth") -> float:
+    """A bandwidth with its unit -> bytes per second.
+
+    Bits: bit, bits, b, bps, b/s; bytes: B, Bps, B/s. Prefixes k, M, G, T are powers of ten
+    (network and nccl-tests convention); Ki, Mi, Gi, Ti powers of two. 25Gbit -> 3.125e9.
+    """
+    raw = str(text)
+    match = _BANDWIDTH_RE.match(raw)
+    if not match:
+        raise UserError(f"{name}: cannot read {raw!r} as a bandwidth; use a number and a unit, "
+                        f"{BANDWIDTH_HELP}")
+    mantissa, exponent, unit = match.groups()
+    value = float(mantissa) * (10.0 ** int(exponent) if exponent else 1.0)
+    if not unit:
+        raise UserError(f"{name}: {raw!r} has no unit; use {BANDWIDTH_HELP}")
+    body = unit
+    for suffix in ("/s", "ps"):
+        if body.endswith(suffix) and len(body) > len(suffix):
+            body = body[: -len(suffix)]
+            break
+    if body.lower().endswith(("bits", "bit")):
+        bits, prefix = True, body[: -4 if body.lower().endswith("bits") else -3]
+    elif body.endswith("b"):
+        bits, prefix = True, body[:-1]
+    elif body.endswith("B"):
+        bits, prefix = False, body[:-1]
+    else:
+        raise UserError(f"{name}: unknown unit {unit!r} in {raw!r}; use {BANDWIDTH_HELP}")
+    scale = _DECIMAL.get(prefix.lower(), _BINARY.get(prefix.lower()))
+    if scale is None:
+        raise UserError(f"{name}: unknown unit {unit!r} in {raw!r}; use {BANDWIDTH_HELP}")
+    result = value * scale / (8.0 if bits else 1.0)
+    if not math.isfinite(result) or result <= 0:
+        raise UserError(f"{name}: must be above 0, got {raw!r}")
+    return result
+
+
+_DURATION_RE = re.compile(rf"^\s*{_NUMBER}\s*([a-zµμ]*)\s*$")
+_DURATION_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ns": 1e-9}
+
+
+def parse_duration(text: str, name: str = "latency") -> float:
+    """'5us' -> 5e-06; units s, ms, us (or µs), ns; a bare 0 is allowed."""
+    raw = str(text)
+    match = _DURATION_RE.match(raw)
+    if match:
+        mantissa, exponent, unit = match.groups()
+        value = float(mantissa) * (10.0 ** int(exponent) if exponent else 1.0)
+        if unit in _DURATION_UNITS or (not unit and value == 0):
+            value *= _DURATION_UNITS.get(unit, 1.0)
+            if math.isfinite(value):
+                return value
+    raise UserError(f"{name}: cannot read {raw!r} as a time; use e.g. 5us, 0.01ms, 0")
+
+
+def format_bandwidth(bytes_per_sec: float) -> str:
+    return f"{bytes_per_sec / 1e9:.3g} GB/s ({bytes_per_sec * 8 / 1e9:.3g} Gbit/s)"
+
+
+# ---------------------------------------------------------------- the model
+
+@dataclass(frozen=True)
+class Link:
+    """What the allreduce runs over: bus bandwidth (bytes/s) and the latency of one ring step."""
+
+    bandwidth: float
+    step_latency: float = DEFAULT_STEP_LATENCY
+    source: str = "given"
+
+    def __post_init__(self):
+        if not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
+            raise ValueError(f"bandwidth must be a positive number, not {self.bandwidth}")
+        if not (math.isfinite(self.step_latency) and self.step_latency >= 0):
+            raise ValueError(f"step_latency must be >= 0, not {self.step_latency}")
+
+    def describe(self) -> str:
+        return (f"{format_bandwidth(self.bandwidth)}, {self.step_latency * 1e6:.3g} us per ring "
+                f"step ({self.source})")
+
+
+def ring_factor(workers: int) -> float:
+    """2(N-1)/N: the share of a message that crosses every link in a ring allreduce."""
+    return 2 * (workers - 1) / workers
+
+
+def message_count(grad_bytes: float, bucket_bytes: float) -> int:
+    return math.ceil(grad_bytes / bucket_bytes) if grad_bytes > 0 else 0
+
+
+def gradient_bytes(params: int, fp16_allreduce: bool = False) -> int:
+    """fp32 gradients (4 bytes per parameter), 2 bytes when compressed to fp16 for the allreduce."""
+    return params * (FP16_BYTES if fp16_allreduce else FP32_BYTES)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    workers: int
+    grad_bytes: float
+    messages: int
+    compute_seconds: float
+    forward_seconds: float
+    backward_seconds: float
+    allreduce_bandwidth_seconds: float
+    allreduce_latency_seconds: float
+
+    @property
+    def allreduce_seconds(self) -> float:
+        return self.allreduce_bandwidth_seconds + self.allreduce_latency_seconds
+
+    @property
+    def step_no_overlap(self) -> float:
+        return self.compute_seconds + self.allreduce_seconds
+
+    @property
+    def step_full_overlap(self) -> float:
+        return self.forward_seconds + max(self.backward_seconds, self.allreduce_seconds)
+
+    @property
+    def efficiency_no_overlap(self) -> float:
+        return self.compute_seconds / self.step_no_overlap
+
+    @property
+    def efficiency_full_overlap(self) -> float:
+        return self.compute_seconds / self.step_full_overlap
+
+    @property
+    def limit(self) -> str:
+        """What sets the full-overlap bound: compute, or an allreduce longer than the backward."""
+        return "communication" if self.allreduce_seconds > self.backward_seconds else "compute"
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for name in ("allreduce_seconds", "step_no_overlap", "step_full_overlap",
+                     "efficiency_no_overlap", "efficiency_full_overlap", "limit"):
+            out[name] = getattr(self, name)
+        return out
+
+
+def bounds(compute_seconds: float, grad_bytes: float, workers: int, link: Link, *,
+           backward_to_forward: float = BACKWARD_TO_FORWARD,
+           bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> Bounds:
+    """The no-overlap and full-overlap step times at `workers` (see the module docstring)."""
+    if compute_seconds <= 0 or workers < 1 or grad_bytes < 0 or backward_to_forward <= 0 \
+            or bucket_bytes <= 0:
+        raise ValueError("bounds needs compute_seconds > 0, workers >= 1, grad_bytes >= 0, "
+                         "backward_to_forward > 0 and bucket_bytes > 0")
+    messages = message_count(grad_bytes, bucket_bytes) if workers > 1 else 0
+    return Bounds(
+        workers=workers, grad_bytes=grad_bytes, messages=messages,
+        compute_seconds=compute_seconds,
+        forward_seconds=compute_seconds / (1 + backward_to_forward),
+        backward_seconds=compute_seconds * backward_to_forward / (1 + backward_to_forward),
+        allreduce_bandwidth_seconds=ring_factor(workers) * grad_bytes / link.bandwidth,
+        allreduce_latency_seconds=messages * 2 * (workers - 1) * link.step_latency,
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    code: str  # BELOW | COMM | COMPUTE | ABOVE
+    text: str
+    hidden_seconds: float | None = None  # allreduce time the measurement implies was overlapped
+    hidden_fraction: float | None = None  # of the modelled allreduce
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms"
+
+
+def judge(b: Bounds, measured: float, ci_low: float | None = None, ci_high: float | None = None
+          ) -> Verdict:
+    """Where a measured efficiency lies against the bounds, and the bottleneck in words.
+
+    The 95% interval decides "outside": below only if even its upper end is below the
+    no-overlap bound, above only if its lower end is above the full-overlap bound.
+    """
+    lo, hi = b.efficiency_no_overlap, b.efficiency_full_overlap
+    top = ci_high if ci_high is not None else measured
+    bottom = ci_low if ci_low is not None else measured
+    if top < lo:
+        return Verdict(BELOW, (
+            f"below the no-overlap bound ({lo:.0%}): time is lost outside compute and allreduce "
+            "- stragglers (see per-rank throughput), data loading, compute slower at N than "
+            "alone (shared cores or memory bandwidth, fewer threads per worker), framework "
+            "overhead, or a link slower than assumed"))
+    if bottom > hi:
+        return Verdict(ABOVE, (
+            f"above the full-overlap bound ({hi:.0%}): faster than the model allows - the link "
+            "is faster than assumed (workers on one node exchange through shared memory, "
+            "NVLink or PCIe, not the network), or the one-worker run was slowed down"))
+    step = b.compute_seconds / measured
+    hidden = min(max(b.step_no_overlap - step, 0.0), b.allreduce_seconds)
+    fraction = hidden / b.allreduce_seconds if b.allreduce_seconds > 0 else None
+    share = f"about {fraction:.0%} of it overlapped" if fraction is not None else "none to hide"
+    if b.limit == "communication":
+        exposed = b.allreduce_seconds - b.backward_seconds
+        return Verdict(COMM, (
+            f"communication-bound: the allreduce ({_ms(b.allreduce_seconds)}) takes longer than "
+            f"the backward pass ({_ms(b.backward_seconds)}), so even full overlap leaves "
+            f"{_ms(exposed)} exposed; {share}. More bandwidth or fewer gradient bytes (fp16 "
+            "compression) would help"), hidden, fraction)
+    return Verdict(COMPUTE, (
+        f"compute-bound: the allreduce ({_ms(b.allreduce_seconds)}) fits inside the backward "
+        f"pass ({_ms(b.backward_seconds)}); {share}, so better overlap could gain up to "
+        f"{max(hi - measured, 0.0) * 100:.0f} points"), hidden, fraction)
+
+
+# ---------------------------------------------------------------- extrapolation (predict)
+
+def model_params(model: str, params: int | None = None) -> tuple[int, str]:
+    if model not in workloads.MODELS:
+        raise UserError(f"model: unknown model {model!r}; allowed: {', '.join(workloads.MODELS)}")
+    if params is not None:
+        if params < 1:
+            raise UserError(f"params: expected an integer >= 1, got {params}")
+        return params, "given"
+    info = workloads.get_info(model)
+    aux = workloads.uses_aux_logits(model, info.native_image_size)
+    note = " with the aux head" if info.params_without_aux is not None and aux else ""
+    return info.param_count(aux), f"torchvision {model}{note}"
+
+
+def predict(model: str, workers: int, bandwidth: float, images_per_sec_one: float,
+            batch_size: int, *, step_latency: float = DEFAULT_STEP_LATENCY,
+            bucket_bytes: float = DEFAULT_BUCKET_BYTES, fp16_allreduce: bool = False,
+            backward_to_forward: float = BACKWARD_TO_FORWARD, params: int | None = None,
+            measured_efficiency: float | None = None) -> dict[str, Any]:
+    """Bounds on efficiency at `workers` from one worker's throughput; nothing is run."""
+    count, params_source = model_params(model, params)
+    checks = (("workers", workers >= 1, "an integer >= 1"),
+              ("bandwidth", bandwidth > 0, "above 0"),
+              ("images_per_sec_one", images_per_sec_one > 0, "above 0"),
+              ("batch_size", batch_size >= 1, "an integer >= 1"),
+              ("latency", step_latency >= 0, "0 or more"),
+              ("bucket", bucket_bytes > 0, "above 0"),
+              ("backward_ratio", backward_to_forward > 0, "above 0"))
+    for name, ok, expected in checks:
+        if not ok:
+            raise UserError(f"{name}: must be {expected}")
+    if measured_efficiency is not None and not 0 < measured_efficiency <= 1.5:
+        raise UserError(f"measured_efficiency: expected a fraction, e.g. 0.68, got "
+                        f"{measured_efficiency:g}")
+    link = Link(bandwidth, step_latency, "given")
+    grad = gradient_bytes(count, fp16_allreduce)
+    compute = batch_size / images_per_sec_one
+    b = bounds(compute, grad, workers, link, backward_to_forward=backward_to_forward,
+               bucket_bytes=bucket_bytes)
+    out: dict[str, Any] = {
+        "model": model, "workers": workers, "batch_size": batch_size,
+        "images_per_sec_one": images_per_sec_one, "bandwidth_bytes_per_sec": bandwidth,
+        "step_latency_seconds": step_latency, "bucket_bytes": bucket_bytes,
+        "fp16_allreduce": fp16_allreduce, "backward_to_forward": backward_to_forward,
+        "params": count, "params_source": params_source,
+        "bytes_per_param": FP16_BYTES if fp16_allreduce else FP32_BYTES,
+        "grad_bytes": grad, "messages": b.messages,
+        "step_seconds_one": compute, "forward_seconds": b.forward_seconds,
+        "backward_seconds": b.backward_seconds,
+        "allreduce_seconds": b.allreduce_seconds,
+        "allreduce_bandwidth_seconds": b.allreduce_bandwidth_seconds,
+        "allreduce_latency_seconds": b.allreduce_latency_seconds,
+        "step_seconds_no_overlap": b.step_no_overlap,
+        "step_seconds_full_overlap": b.step_full_overlap,
+        "efficiency_no_overlap": b.efficiency_no_overlap,
+        "efficiency_full_overlap": b.efficiency_full_overlap,
+        "images_per_sec_no_overlap": workers * batch_size / b.step_no_overlap,
+        "images_per_sec_full_overlap": workers * batch_size / b.step_full_overlap,
+        "limit": b.limit,
+    }
+    if measured_efficiency is not None:
+        verdict = judge(b, measured_efficiency)
+        out.update(measured_efficiency=measured_efficiency, verdict=verdict.code,
+                   verdict_text=verdict.text, hidden_fraction=verdict.hidden_fraction)
+    return out
+
+
+# ---------------------------------------------------------------- links from the microbenchmark
+
+def fit_link(points: Sequence[tuple[int, float]], workers: int, source: str = "measured") -> Link:
+    """Least-squares fit of seconds = latency + 2(N-1)/N x bytes / bandwidth over message sizes.
+
+    The intercept is one call's latency, split over the 2(N-1) ring steps. With one size (or a
+    fit that makes no sense) the bus bandwidth of the largest size is used with zero latency,
+    which folds the latency into a lower bandwidth.
+    """
+    if workers < 2 or not points:
+        raise ValueError("a link needs points measured with at least 2 workers")
+    factor = ring_factor(workers)
+    sizes = [float(s) for s, _ in points]
+    times = [float(t) for _, t in points]
+    if len(set(sizes)) >= 2:
+        mean_s, mean_t = sum(sizes) / len(sizes), sum(times) / len(times)
+        sxx = sum((s - mean_s) ** 2 for s in sizes)
+        slope = sum((s - mean_s) * (t - mean_t) for s, t in zip(sizes, times, strict=True)) / sxx
+        intercept = mean_t - slope * mean_s
+        if slope > 0:
+            return Link(factor / slope, max(intercept, 0.0) / (2 * (workers - 1)),
+                        f"{source}, fit over {len(set(sizes))} sizes")
+    size, seconds = max(points)
+    return Link(factor * size / seconds, 0.0, f"{source}, busbw at {size} bytes")
+
+
+LinkKey = tuple[str, str, int, int]  # framework, device, world size, nodes
+
+
+def links_from_allreduce(records: Sequence[dict]) -> dict[LinkKey, Link]:
+    """One fitted Link per framework x device x workers x nodes from the newest ok points."""
+    from scalebench.allreduce import latest_points
+
+    groups: dict[LinkKey, list[tuple[int, float]]] = {}
+    for r in latest_points(records):
+        key = (r["framework"], r["device"], r["world_size"], r["nodes"])
+        groups.setdefault(key, []).append((r["size_bytes"], r["seconds"]))
+    return {key: fit_link(points, key[2], f"{key[0]} allreduce, {key[2]} workers")
+            for key, points in groups.items()}
+
+
+def link_chooser(links: Mapping[LinkKey, Link]) -> Callable[[dict], Link | None]:
+    """A row's link: measured at its own worker count and nodes, else the same framework and
+    device at the nearest worker count (said in the link's source), else None."""
+    def choose(row: dict) -> Link | None:
+        key = (row["framework"], row["device"], row["world_size"], row["nodes"])
+        if key in links:
+            return links[key]
+        near = [k for k in links if k[:2] == key[:2]]
+        if not near:
+            return None
+        best = min(near, key=lambda k: (abs(math.log(k[2] / key[2])), k[3] != key[3], -k[2]))
+        link = links[best]
+        return Link(link.bandwidth, link.step_latency,
+                    f"{link.source}; nearest to {key[2]} workers")
+    return choose
+
+
+# ---------------------------------------------------------------- measured runs (report)
+
+def model_rows(rows: Sequence[dict], link: Link | float | Callable[[dict], Link | None], *,
+               backward_to_forward: float = BACKWARD_TO_FORWARD,
+               bucket_bytes: float | None = None) -> list[dict]:
+    """Bounds and verdict for each multi-worker row of analysis.summary_rows.
+
+    link: a Link, a bus bandwidth in bytes/s (with the default step latency), or a function
+    row -> Link or None (e.g. link_chooser(links_from_allreduce(records))). The one-worker
+    throughput is the row's own baseline (images_per_sec / (N x efficiency)); per-worker
+    compute is batch_size / that, so strong-scaling rows get their smaller per-worker batch.
+    Gradients are fp32 unless the row says fp16_allreduce. Rows that cannot be modelled come
+    back with verdict NOT_MODELLED and the reason.
+    """
+    if isinstance(link, (int, float)):
+        link = Link(float(link), DEFAULT_STEP_LATENCY, "given")
+    choose = link if callable(link) and not isinstance(link, Link) else (lambda row: link)
+    out = []
+    for row in rows:
+        workers = row["world_size"]
+        if workers < 2:
+            continue
+        entry: dict[str, Any] = {
+            **{k: row.get(k) for k in ("model", "framework", "precision", "world_size", "nodes",
+                                       "batch_size", "device", "scaling")},
+            "efficiency": row.get("efficiency"),
+            "efficiency_ci95_low": row.get("efficiency_ci95_low"),
+            "efficiency_ci95_high": row.get("efficiency_ci95_high"),
+        }
+        reason = None
+        chosen = choose(row)
+        if row.get("efficiency") is None or not row.get("images_per_sec"):
+            reason = "no one-worker run of this framework to compare with"
+        elif row["model"] not in workloads.MODELS:
+            reason = f"unknown model {row['model']!r}: no parameter count"
+        elif chosen is None:
+            reason = (f"no allreduce measurement for {row['framework']} on {row['device']}; "
+                      "run `scalebench allreduce` or give a bandwidth")
+        if reason is not None:
+            out.append({**entry, "verdict": NOT_MODELLED, "verdict_text": reason})
+            continue
+        info = workloads.get_info(row["model"])
+        params = info.param_count(workloads.uses_aux_logits(row["model"], row["image_size"]))
+        base = row["images_per_sec"] / (workers * row["efficiency"])
+        b = bounds(row["batch_size"] / base, gradient_bytes(params, bool(row.get("fp16_allreduce"))),
+                   workers, chosen, backward_to_forward=backward_to_forward,
+                   bucket_bytes=bucket_bytes or BUCKET_BYTES.get(row["framework"],
+                                                                 DEFAULT_BUCKET_BYTES))
+        verdict = judge(b, row["efficiency"], row.get("efficiency_ci95_low"),
+                        row.get("efficiency_ci95_high"))
+        out.append({
+            **entry, "params": params, **b.as_dict(),
+            "link_bandwidth": chosen.bandwidth, "link_step_latency": chosen.step_latency,
+            "link_source": chosen.source,
+            "verdict": verdict.code, "verdict_text": verdict.text,
+            "hidden_fraction": verdict.hidden_fraction,
+        })
+    return out
+
+
+def report_rows(records: Sequence[dict], link: Link | None = None) -> list[dict]:
+    """model_rows for a results file: the given link, else the allreduce points among records."""
+    from scalebench import analysis
+
+    rows = analysis.summary_rows(list(records))
+    if link is None:
+        return model_rows(rows, link_chooser(links_from_allreduce(records)))
+    return model_rows(rows, link)

@@ -1,0 +1,125 @@
+"""Shared test helpers. Tests that start real launchers are marked slow."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# Smallest real runs: enough steps for two timed windows, inputs every model accepts.
+TINY = {"batch_size": 2, "image_size": 75, "warmup": 1, "iters": 1, "trials": 2, "timeout": 300}
+
+
+def read_records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@pytest.fixture
+def scalebench_cmd() -> list[str]:
+    return [sys.executable, "-m", "scalebench"]
+
+
+# ---------------------------------------------------------------- report / compare / history
+# One real tiny sweep per session (DDP via torchrun); tests derive modified copies in Python.
+# One thread per worker keeps the runs short and steady on a small, shared machine.
+TINY_SWEEP_ARGS = ["--models", "inception_v3", "--frameworks", "ddp", "--workers", "1,2",
+                   "--batch-size", "2", "--image-size", "75", "--warmup", "1", "--iters", "1",
+                   "--trials", "3", "--threads-per-worker", "1", "--timeout", "600", "--quiet"]
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(tmp_path_factory) -> Path:
+    """results.jsonl of a real 1- and 2-worker DDP sweep; every run in it is ok."""
+    import subprocess
+
+    out = tmp_path_factory.mktemp("tiny-sweep")
+    proc = subprocess.run([sys.executable, "-m", "scalebench", "sweep", *TINY_SWEEP_ARGS,
+                           "--out", str(out)], cwd=REPO, env=cli_env(), capture_output=True,
+                          text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    path = out / "results.jsonl"
+    records = read_records(path)
+    assert [r["status"] for r in records] == ["ok", "ok"], [r.get("error") for r in records]
+    return path
+
+
+def variant(records: list[dict], factor: float = 1.0, env: dict | None = None,
+            seconds_later: int = 0) -> list[dict]:
+    """Copies of records with every trial's throughput x factor (and everything derived from it
+    kept consistent), env fields replaced, timestamps moved; each copy is validated."""
+    import copy
+    from datetime import datetime, timedelta
+
+    from scalebench import results
+
+    out = []
+    for record in records:
+        r = copy.deepcopy(record)
+        if r.get("status") == "ok" and factor != 1.0:
+            for name in ("images_per_sec", "images_per_sec_median", "images_per_sec_std",
+                         "per_worker_images_per_sec"):
+                if r.get(name) is not None:
+                    r[name] *= factor
+            r["trial_images_per_sec"] = [v * factor for v in r["trial_images_per_sec"]]
+            r["per_rank_images_per_sec"] = [v * factor for v in r["per_rank_images_per_sec"]]
+            r["images_per_sec_ci95"] = [v * factor for v in r["images_per_sec_ci95"]]
+            r["window_seconds"] = [[s / factor for s in rank] for rank in r["window_seconds"]]
+        if env:
+            r["env"] = {**r["env"], **env}
+        if seconds_later:
+            when = datetime.strptime(r["timestamp"], "%Y-%m-%dT%H:%M:%S%z")
+            r["timestamp"] = (when + timedelta(seconds=seconds_later)).strftime("%Y-%m-%dT%H:%M:%S%z")
+        results.validate(r)
+        out.append(r)
+    return out
+
+
+def write_records(path: Path, records: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+FAKE_ENV = {"python": "3.11.7", "torch": "2.14.1", "torchvision": "0.29.1", "horovod": None,
+            "ray": None, "git_commit": "abc123", "hostname": "node-a", "cpu_model": "Test CPU",
+            "cpu_cores": 2, "cuda": None, "cudnn": None, "nccl": None, "accelerator_model": None,
+            "device_kind": "cpu", "backend": "gloo"}
+
+
+def fake_record(trials=(10.0, 10.1, 9.9), framework: str = "ddp", model: str = "inception_v3",
+                world_size: int = 1, status: str = "ok", error: str | None = None,
+                env: dict | None = None, timestamp: str = "2026-01-01T00:00:00+0000",
+                **fields) -> dict:
+    """A valid train record with the given per-trial throughputs (fast tests; no launch)."""
+    from scalebench import results
+
+    r = {"schema_version": results.SCHEMA_VERSION, "kind": "train", "status": status,
+         "timestamp": timestamp, "env": {**FAKE_ENV, **(env or {})},
+         "run_id": f"{framework}-{model}-w{world_size}", "framework": framework, "model": model,
+         "world_size": world_size, "nodes": 1, "batch_size": 2, "global_batch": 2 * world_size,
+         "image_size": 75, "aux_logits": False, "precision": "fp32", "device": "cpu",
+         "backend": "gloo", "scaling": "weak", "data": "synthetic", "warmup": 1, "iters": 1,
+         "trials": len(trials), "threads_per_worker": 1, "params": 23834568, "options": {},
+         "error": error}
+    if status == "ok":
+        mean = sum(trials) / len(trials)
+        r.update(images_per_sec=mean, trial_images_per_sec=list(trials),
+                 per_worker_images_per_sec=mean / world_size,
+                 per_rank_images_per_sec=[mean / world_size] * world_size,
+                 window_seconds=[[2 * world_size / t for t in trials]] * world_size,
+                 startup_seconds=1.0, hosts=[r["env"]["hostname"]])
+    else:
+        r["error"] = error or "it broke"
+    r.update(fields)
+    results.validate(r)
+    return r

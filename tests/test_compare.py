@@ -1,0 +1,263 @@
+"""scalebench compare: verdicts, exit codes, warnings and renderings.
+
+Fast tests use fabricated records; the slow ones compare a real tiny sweep with copies of it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import pytest
+from scipy.stats import t as student_t
+
+from scalebench import cli, compare
+from tests.conftest import fake_record, read_records, variant, write_records
+
+TIGHT_1 = (10.0, 10.1, 9.9)
+TIGHT_2 = (19.0, 19.2, 18.8)
+
+
+def sweep(factor: float = 1.0, env: dict | None = None, world_sizes=(1, 2), **fields) -> list[dict]:
+    trials = {1: TIGHT_1, 2: TIGHT_2}
+    return [fake_record(tuple(v * factor for v in trials[w]), world_size=w, env=env, **fields)
+            for w in world_sizes]
+
+
+def run_compare(capsys, baseline, current, *extra) -> tuple[int, str, str]:
+    code = cli.main(["compare", str(baseline), str(current), *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def verdicts(comparison) -> dict[tuple[str, int], str]:
+    return {(v.metric, dict(zip(compare.MATCH_FIELDS, v.key, strict=True))["world_size"]): v.verdict
+            for v in comparison.verdicts}
+
+
+# ---------------------------------------------------------------- fabricated records (fast)
+
+def test_identical_sets_pass(tmp_path, capsys):
+    base = write_records(tmp_path / "a.jsonl", sweep())
+    code, out, err = run_compare(capsys, base, base)
+    assert code == 0, out + err
+    assert "passed: no regression" in out and "REGRESSION" not in out
+    c = compare.compare(sweep(), sweep())
+    assert verdicts(c) == {("throughput", 1): "unchanged", ("throughput", 2): "unchanged",
+                           ("efficiency", 2): "unchanged"}
+
+
+def test_twenty_percent_lower_fails_with_the_right_rows(tmp_path, capsys):
+    base = write_records(tmp_path / "base" / "results.jsonl", sweep())
+    cur = write_records(tmp_path / "cur" / "results.jsonl", sweep(factor=0.8))
+    code, out, err = run_compare(capsys, base.parent, cur.parent)  # folders work as inputs
+    assert code == 1, out + err
+    c = compare.compare(sweep(), sweep(factor=0.8))
+    # throughput fell 20% at both worker counts; efficiency, a ratio of the same side, did not
+    assert verdicts(c) == {("throughput", 1): "regression", ("throughput", 2): "regression",
+                           ("efficiency", 2): "unchanged"}
+    for v in c.regressions:
+        assert v.change_pct == pytest.approx(-20.0)
+        assert v.test == "95% intervals"  # 3 vs 3 trials: Mann-Whitney cannot reach 0.05
+    assert "FAILED: 2 regressions" in out
+    assert out.count("REGRESSION") == 2
+
+
+def test_two_percent_drop_is_unchanged():
+    c = compare.compare(sweep(), sweep(factor=0.98))
+    assert set(verdicts(c).values()) == {"unchanged"}
+    assert c.exit_code == 0
+
+
+def test_five_trials_use_mann_whitney():
+    base = [fake_record((10.0, 10.2, 9.8, 10.1, 9.9))]
+    cur = [fake_record((8.0, 8.2, 7.8, 8.1, 7.9))]
+    (v,) = compare.compare(base, cur, metrics="throughput").verdicts
+    assert v.verdict == "regression" and v.test == "Mann-Whitney U"
+    assert v.p_value == pytest.approx(2 / 252)
+
+
+def test_threshold_and_metric_options(tmp_path, capsys):
+    base = write_records(tmp_path / "a.jsonl", sweep())
+    cur = write_records(tmp_path / "b.jsonl", sweep(factor=0.8))
+    code, out, _ = run_compare(capsys, base, cur, "--threshold", "25")
+    assert code == 0 and "within 25%" in out
+    code, out, _ = run_compare(capsys, base, cur, "--metric", "efficiency")
+    assert code == 0 and "metrics efficiency;" in out
+    assert [line.split()[1] for line in out.splitlines()[2:-1]] == ["efficiency"]
+
+
+def test_new_missing_and_failed_runs():
+    base = sweep() + [fake_record(TIGHT_1, framework="horovod")]
+    cur = [sweep()[0], fake_record(world_size=2, status="failed", error="NCCL timeout"),
+           fake_record(TIGHT_1, framework="ray")]
+    c = compare.compare(base, cur)
+    by = {(v.metric, v.config.split()[1], v.config.split()[2]): v for v in c.verdicts}
+    assert by[("throughput", "ddp", "x2")].verdict == "missing"
+    assert "NCCL timeout" in by[("throughput", "ddp", "x2")].reason
+    assert by[("efficiency", "ddp", "x2")].verdict == "missing"
+    assert by[("throughput", "horovod", "x1")].verdict == "missing"
+    assert by[("throughput", "ray", "x1")].verdict == "new"
+    assert c.exit_code == 0  # missing rows are reported, not failed on
+
+
+def test_settings_outside_the_key_are_noted():
+    c = compare.compare(sweep(), sweep(iters=5))
+    assert all(any("iters differs: 1 -> 5" in n for n in v.notes) for v in c.verdicts)
+
+
+def test_environment_mismatch_warns(tmp_path, capsys):
+    base = write_records(tmp_path / "a.jsonl", sweep())
+    cur = write_records(tmp_path / "b.jsonl",
+                        sweep(env={"cpu_model": "Other CPU", "torch": "2.15.0"}))
+    summary = tmp_path / "summary.md"
+    code, out, _ = run_compare(capsys, base, cur, "--markdown", str(summary))
+    assert code == 0
+    assert "WARNING: the environments differ" in out
+    assert "cpu_model differs: baseline Test CPU vs current Other CPU" in out
+    assert "torch differs: baseline 2.14.1 vs current 2.15.0" in out
+    md = summary.read_text()
+    assert "environments differ" in md and "cpu_model differs" in md
+    assert md.count("| unchanged |") == 3
+
+
+def test_same_environment_does_not_warn():
+    assert compare.compare(sweep(), sweep(env={"hostname": "node-b"})).env_warnings == ()
+
+
+def test_markdown_appends_to_github_step_summary(tmp_path, capsys, monkeypatch):
+    base = write_records(tmp_path / "a.jsonl", sweep())
+    cur = write_records(tmp_path / "b.jsonl", sweep(factor=0.8))
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code, _, _ = run_compare(capsys, base, cur)
+    assert code == 1
+    text = summary.read_text()
+    assert text.startswith("earlier step\n")
+    assert "## scalebench compare" in text and "**REGRESSION**" in text
+    header, rule = [line for line in text.splitlines() if line.startswith("|")][:2]
+    assert header.count("|") == rule.count("|")
+
+
+def test_markdown_escapes_pipes():
+    c = compare.compare(sweep(), [fake_record(world_size=2, status="failed", error="a|b"),
+                                  sweep()[0]])
+    assert "a\\|b" in compare.render_markdown(c)
+
+
+@pytest.mark.parametrize("content, reason", [
+    ("not json at all\n{\"half\": \n", "malformed JSON"),
+    ("", "the file is empty"),
+    (json.dumps({**fake_record(), "schema_version": 99}) + "\n", "schema_version 99"),
+    (json.dumps({**fake_record(), "trial_images_per_sec": [1.0]}) + "\n", "one value per trial"),
+])
+def test_malformed_input_exits_2_with_the_reason(tmp_path, capsys, content, reason):
+    good = write_records(tmp_path / "good.jsonl", sweep())
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(content)
+    code, out, err = run_compare(capsys, good, bad)
+    assert code == 2
+    assert err.startswith("scalebench compare: error: current") and reason in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, reason", [
+    (["--threshold", "-1"], "--threshold"),
+    (["--alpha", "1.5"], "--alpha"),
+    (["--metric", "latency"], "unknown metric 'latency'"),
+])
+def test_bad_options_exit_2(tmp_path, capsys, argv, reason):
+    good = write_records(tmp_path / "good.jsonl", sweep())
+    code, _, err = run_compare(capsys, good, good, *argv)
+    assert code == 2 and reason in err
+
+
+def test_missing_path_and_disjoint_sets_exit_2(tmp_path, capsys):
+    good = write_records(tmp_path / "good.jsonl", sweep())
+    code, _, err = run_compare(capsys, good, tmp_path / "nowhere")
+    assert code == 2 and "neither a results file nor a folder" in err
+    other = write_records(tmp_path / "other.jsonl", sweep(model="vgg16"))
+    code, _, err = run_compare(capsys, good, other)
+    assert code == 2 and "no configuration appears in both" in err
+
+
+def test_partly_malformed_file_warns_and_compares(tmp_path, capsys):
+    good = write_records(tmp_path / "good.jsonl", sweep())
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text(good.read_text() + "{\"truncated\n")
+    code, out, _ = run_compare(capsys, good, partial)
+    assert code == 0
+    assert "partial.jsonl:3: skipped: malformed JSON" in out
+
+
+# ---------------------------------------------------------------- a real tiny sweep (slow)
+
+def t_interval(samples: list[float]) -> tuple[float, float]:
+    """Student-t 95% interval of the mean, written out independently of scalebench.stats."""
+    mean = statistics.fmean(samples)
+    half = student_t.ppf(0.975, len(samples) - 1) * statistics.stdev(samples) / math.sqrt(len(samples))
+    return mean - half, mean + half
+
+
+@pytest.mark.slow
+def test_real_sweep_against_itself_passes(tiny_sweep, capsys):
+    code, out, err = run_compare(capsys, tiny_sweep, tiny_sweep.parent)
+    assert code == 0, out + err
+    assert "3 unchanged" in out
+
+
+@pytest.mark.slow
+def test_real_sweep_twenty_percent_lower(tiny_sweep, tmp_path, capsys):
+    records = read_records(tiny_sweep)
+    lowered = write_records(tmp_path / "lowered.jsonl", variant(records, factor=0.8))
+    code, out, err = run_compare(capsys, tiny_sweep, lowered)
+    c = compare.compare(records, read_records(lowered))
+    rows = {(v.metric, v.config.split()[2]): v for v in c.verdicts}
+    assert set(rows) == {("throughput", "x1"), ("throughput", "x2"), ("efficiency", "x2")}
+    # efficiency is a ratio within one side: lowering every run by 20% leaves it alone
+    assert rows[("efficiency", "x2")].verdict == "unchanged"
+    assert rows[("efficiency", "x2")].change_pct == pytest.approx(0.0, abs=1e-9)
+    resolvable = 0
+    for r in records:
+        v = rows[("throughput", f"x{r['world_size']}")]
+        assert v.change_pct == pytest.approx(-20.0)
+        assert v.test == "95% intervals"  # 3 vs 3 trials
+        low, high = t_interval(r["trial_images_per_sec"])
+        significant = 0.8 * high < low  # the lowered copy's interval lies below the original's
+        assert v.verdict == ("regression" if significant else "unchanged"), v.reason
+        resolvable += significant
+    assert code == (1 if resolvable else 0), out + err
+    if not resolvable:
+        pytest.skip("this machine's tiny runs vary too much for 3 trials to resolve a 20% drop; "
+                    "compare rightly reported 'unchanged' (checked above)")
+    assert out.count("REGRESSION") == resolvable
+
+
+@pytest.mark.slow
+def test_real_sweep_two_percent_drop_is_unchanged(tiny_sweep, tmp_path, capsys):
+    dropped = write_records(tmp_path / "dropped.jsonl", variant(read_records(tiny_sweep), 0.98))
+    code, out, err = run_compare(capsys, tiny_sweep, dropped)
+    assert code == 0, out + err
+    assert "3 unchanged" in out and "REGRESSION" not in out
+
+
+@pytest.mark.slow
+def test_real_sweep_other_environment_warns(tiny_sweep, tmp_path, capsys):
+    other = variant(read_records(tiny_sweep), env={"cpu_model": "Some Other CPU", "nccl": "2.99"})
+    code, out, _ = run_compare(capsys, tiny_sweep, write_records(tmp_path / "o.jsonl", other))
+    assert code == 0
+    assert "WARNING: the environments differ" in out
+    assert "cpu_model differs" in out and "nccl differs" in out
+    assert "3 unchanged" in out  # still matched: the warning does not hide the comparison
+
+
+@pytest.mark.slow
+def test_real_sweep_malformed_copy_exits_2(tiny_sweep, tmp_path, capsys):
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("".join(line[: len(line) // 2] + "\n"
+                              for line in tiny_sweep.read_text().splitlines()))
+    code, _, err = run_compare(capsys, broken, tiny_sweep)
+    assert code == 2
+    assert "baseline" in err and "malformed JSON" in err and "broken.jsonl:1" in err

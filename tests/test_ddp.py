@@ -1,0 +1,189 @@
+"""Real torchrun runs on CPU with gloo: sweep, multi-node rendezvous, faults, resume."""
+
+from __future__ import annotations
+
+import csv
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from scalebench import results
+from tests.conftest import TINY, cli_env, read_records
+
+pytestmark = pytest.mark.slow
+
+
+def sweep_cmd(out: Path, *args: str, **overrides) -> list[str]:
+    values = {**TINY, **overrides}
+    cmd = [sys.executable, "-m", "scalebench", "sweep", "--frameworks", "ddp", "--out", str(out),
+           "--quiet"]
+    for key, value in values.items():
+        cmd += [f"--{key.replace('_', '-')}", str(value)]
+    return cmd + list(args)
+
+
+def run_sweep(out: Path, *args: str, **overrides) -> subprocess.CompletedProcess:
+    return subprocess.run(sweep_cmd(out, *args, **overrides), capture_output=True, text=True,
+                          timeout=900, env=cli_env())
+
+
+def processes_mentioning(text: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(text in part for part in proc.info["cmdline"] or []):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def worker_with_rank(out: Path, rank: int, timeout: float = 120) -> psutil.Process:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for proc in processes_mentioning(str(out)):
+            try:
+                cmd = " ".join(proc.cmdline())
+                if "ddp_worker" in cmd and "torch.distributed.run" not in cmd and \
+                        proc.environ().get("RANK") == str(rank):
+                    return proc
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        time.sleep(0.2)
+    raise AssertionError(f"no rank {rank} worker appeared under {out}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_all_models_one_and_two_workers(tmp_path):
+    out = tmp_path / "sweep"
+    proc = run_sweep(out, "--models", "resnet101,inception_v3,vgg16", "--workers", "1,2")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    records = read_records(out / "results.jsonl")
+    assert [(r["model"], r["world_size"], r["status"]) for r in records] == [
+        (m, w, "ok") for m in ("resnet101", "inception_v3", "vgg16") for w in (1, 2)]
+    for r in records:
+        results.validate(r)
+        assert r["backend"] == "gloo" and r["device"] == "cpu"
+        assert len(r["window_seconds"]) == r["world_size"]
+        assert r["threads_per_worker"] == max(1, results_cores() // r["world_size"])
+        assert r["threads_measured"] == [r["threads_per_worker"]] * r["world_size"]
+        assert r["startup_seconds"] > 0
+        assert r["env"]["torch"] == "2.14.1"
+    assert {r["model"]: r["params"] for r in records} == {
+        "resnet101": 44_549_160, "inception_v3": 23_834_568, "vgg16": 138_357_544}
+    # DDP keeps replicas identical, so every rank ends with the same loss on the same data
+    for r in records:
+        assert len(set(r["final_loss"])) == 1
+    with open(out / "summary.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 6
+    assert all(float(r["efficiency"]) > 0 for r in rows)
+    assert all(float(r["efficiency"]) == 1.0 for r in rows if r["world_size"] == "1")
+    for name in ("efficiency.png", "throughput.png", "report.md"):
+        assert (out / name).stat().st_size > 1000
+    assert "| vgg16 | ddp | fp32 | 2 |" in (out / "report.md").read_text()
+    assert "[6/6] vgg16 ddp x2 fp32: " in proc.stdout
+
+
+def results_cores() -> int:
+    from scalebench.envinfo import cpu_cores
+
+    return cpu_cores()
+
+
+def test_two_nodes_meet_at_local_rendezvous(tmp_path):
+    endpoint = f"127.0.0.1:{free_port()}"
+    common = ("--models", "inception_v3", "--workers", "2", "--nnodes", "2",
+              "--rdzv-endpoint", endpoint)
+    node1 = subprocess.Popen(sweep_cmd(tmp_path / "node1", *common, "--node-rank", "1"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=cli_env())
+    node0 = run_sweep(tmp_path / "node0", *common, "--node-rank", "0")
+    out1, err1 = node1.communicate(timeout=300)
+    assert node0.returncode == 0, node0.stderr
+    assert node1.returncode == 0, err1
+    [record] = read_records(tmp_path / "node0" / "results.jsonl")
+    assert record["status"] == "ok" and record["nodes"] == 2 and record["world_size"] == 2
+    assert len(record["window_seconds"]) == 2
+    assert record["threads_per_worker"] == results_cores()  # one worker per node
+    assert "node 0 records the result" in out1
+    assert not (tmp_path / "node1" / "results.jsonl").exists()
+
+
+def test_killed_worker_and_hung_run_are_recorded_and_sweep_goes_on(tmp_path):
+    out = tmp_path / "faults"
+    # two runs: the first loses rank 1 to SIGKILL, the second hangs (rank 1 stopped) until
+    # the timeout kills everything
+    sweep = subprocess.Popen(
+        sweep_cmd(out, "--models", "inception_v3", "--workers", "2", "--precision", "fp32,bf16",
+                  iters=40, timeout=45),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    first = worker_with_rank(out, 1)
+    time.sleep(4)
+    first.kill()
+    second = worker_with_rank(out / "runs" / "002-ddp-inception_v3-w2-bf16", 1)
+    second.send_signal(signal.SIGSTOP)
+    stdout, stderr = sweep.communicate(timeout=300)
+    assert sweep.returncode == 0, stderr
+    failed, timed_out = read_records(out / "results.jsonl")
+    assert failed["status"] == "failed" and failed["precision"] == "fp32"
+    assert failed["error"] and failed["stderr_tail"]
+    assert timed_out["status"] == "timeout" and timed_out["precision"] == "bf16"
+    assert "45 s timeout" in timed_out["error"]
+    assert "TIMEOUT" in stdout and "FAILED" in stdout
+    time.sleep(1)
+    assert processes_mentioning(str(out)) == []  # nothing left behind, not even the stopped rank
+
+
+def test_interrupted_sweep_resumes(tmp_path):
+    out = tmp_path / "resume"
+    args = ("--models", "inception_v3", "--workers", "1,2")
+    sweep = subprocess.Popen(sweep_cmd(out, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=cli_env())
+    path = out / "results.jsonl"
+    deadline = time.time() + 300
+    while not (path.exists() and path.read_text().count("\n") >= 1) and time.time() < deadline:
+        time.sleep(0.2)
+    sweep.send_signal(signal.SIGINT)
+    stdout, stderr = sweep.communicate(timeout=120)
+    assert sweep.returncode == 130, stderr
+    assert "continue with --resume" in stdout
+    records, problems = results.load([path])
+    assert problems == [] and [r["world_size"] for r in records] == [1]
+    time.sleep(1)
+    assert processes_mentioning(str(out)) == []
+
+    resumed = run_sweep(out, *args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "already recorded ok (--resume)" in resumed.stdout
+    records = read_records(path)
+    assert [(r["world_size"], r["status"]) for r in records] == [(1, "ok"), (2, "ok")]
+
+
+def test_imagefolder_data_through_distributed_sampler(tmp_path):
+    from PIL import Image
+
+    root = tmp_path / "images"
+    for label in ("cat", "dog"):
+        (root / label).mkdir(parents=True)
+        for i in range(6):
+            Image.new("RGB", (90, 80), color=(40 * i, 100 if label == "cat" else 200, 30)).save(
+                root / label / f"{i}.jpg")
+    out = tmp_path / "real"
+    proc = run_sweep(out, "--models", "inception_v3", "--workers", "2", "--data",
+                     f"imagefolder:{root}", "--loader-workers", "1")
+    assert proc.returncode == 0, proc.stderr
+    [record] = read_records(out / "results.jsonl")
+    assert record["status"] == "ok", record.get("error")
+    assert record["data"] == f"imagefolder:{root.resolve()}"

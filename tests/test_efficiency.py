@@ -1,0 +1,84 @@
+"""Statistics and efficiency on hand-computed numbers."""
+
+import math
+
+import pytest
+
+from scalebench import analysis, stats
+
+
+def test_summary_t_interval_by_hand():
+    s = stats.summarize([10.0, 12.0, 14.0])
+    assert s.mean == 12.0 and s.median == 12.0
+    assert s.std == pytest.approx(2.0)
+    # t(0.975, df=2) = 4.302653; half-width = 4.302653 * 2 / sqrt(3) = 4.968275
+    assert s.ci_low == pytest.approx(12.0 - 4.968275, abs=1e-5)
+    assert s.ci_high == pytest.approx(12.0 + 4.968275, abs=1e-5)
+    assert s.rel_std == pytest.approx(1 / 6)
+    assert s.noisy
+
+
+def test_single_sample_has_no_interval():
+    s = stats.summarize([5.0])
+    assert (s.ci_low, s.ci_high) == (None, None)
+    assert not s.noisy
+
+
+def test_trial_throughput_uses_slowest_rank():
+    # two ranks, two trials; 2 workers x batch 4 x 5 iters = 40 images per window
+    windows = [[1.0, 2.0], [2.0, 1.0]]
+    assert stats.trial_throughputs(windows, 40) == [20.0, 20.0]
+    # per-rank rates: each rank's 20 images over its own 3 s, never added into a total
+    assert stats.per_rank_throughputs(windows, 20) == pytest.approx([40 / 3, 40 / 3])
+
+
+def test_trial_count_mismatch_is_an_error():
+    with pytest.raises(ValueError):
+        stats.trial_throughputs([[1.0], [1.0, 2.0]], 10)
+
+
+def test_efficiency_and_delta_interval_by_hand():
+    one = stats.summarize([100.0, 102.0, 98.0])  # mean 100, sem 2/sqrt(3)
+    four = stats.summarize([360.0, 364.0, 356.0])  # mean 360, sem 4/sqrt(3)
+    e = stats.efficiency(four, 4, one)
+    assert e.value == pytest.approx(0.9)
+    rel = math.hypot((4 / math.sqrt(3)) / 360, (2 / math.sqrt(3)) / 100)
+    half = 4.302653 * rel * 0.9
+    assert e.ci_low == pytest.approx(0.9 - half, abs=1e-5)
+    assert e.ci_high == pytest.approx(0.9 + half, abs=1e-5)
+
+
+def _record(framework, world, trials, nodes=1, model="resnet101"):
+    return {"kind": "train", "status": "ok", "framework": framework, "model": model,
+            "world_size": world, "nodes": nodes, "batch_size": 4, "global_batch": 4 * world,
+            "image_size": 64, "precision": "fp32", "device": "cpu", "scaling": "weak",
+            "data": "synthetic", "trials": len(trials), "trial_images_per_sec": trials,
+            "images_per_sec": sum(trials) / len(trials), "env": {"device_kind": "cpu"}}
+
+
+def test_summary_rows_efficiency_own_best_and_per_node():
+    records = [
+        _record("ddp", 1, [10.0, 10.0]),
+        _record("ddp", 2, [18.0, 18.0]),
+        _record("horovod", 1, [12.0, 12.0]),
+        _record("horovod", 2, [20.0, 20.0]),
+        _record("ddp", 4, [30.0, 30.0], nodes=2),
+    ]
+    rows = {(r["framework"], r["world_size"]): r for r in analysis.summary_rows(records)}
+    assert rows["ddp", 2]["efficiency"] == pytest.approx(0.9)
+    assert rows["ddp", 2]["efficiency_vs_best"] == pytest.approx(18 / 24)
+    assert rows["ddp", 2]["best_one_worker_framework"] == "horovod"
+    assert rows["horovod", 2]["efficiency"] == pytest.approx(20 / 24)
+    # 2 nodes of 2 workers against one full node (ddp x2 = 18 images/s)
+    assert rows["ddp", 4]["efficiency_per_node"] == pytest.approx(30 / 36)
+    assert rows["ddp", 1]["efficiency_per_node"] is None
+
+
+def test_summary_rows_keep_configurations_apart():
+    other = _record("ddp", 1, [50.0, 50.0], model="vgg16")
+    rows = analysis.summary_rows([_record("ddp", 1, [10.0, 10.0]), _record("ddp", 2, [18.0, 18.0]),
+                                  other])
+    vgg = [r for r in rows if r["model"] == "vgg16"][0]
+    assert vgg["efficiency"] == pytest.approx(1.0)
+    resnet2 = [r for r in rows if r["model"] == "resnet101" and r["world_size"] == 2][0]
+    assert resnet2["efficiency_vs_best"] == pytest.approx(0.9)
