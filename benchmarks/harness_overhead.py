@@ -1,0 +1,87 @@
+"""Harness overhead: scalebench's timed loop vs. a minimal hand-written training loop.
+
+Same model, batch, image size and threads, alternated in one process (A B A B ...), so drift
+on a noisy machine hits both. Prints each round and the ratio scalebench / minimal (goal >= 0.98).
+
+    python benchmarks/harness_overhead.py [--model resnet101] [--rounds 3] ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from scalebench import measure, stats, workloads
+from scalebench.comm import SingleProcessComm
+from scalebench.config import RunSpec
+from scalebench.envinfo import cpu_cores
+
+
+def minimal_loop(model_name: str, batch: int, size: int, warmup: int, steps: int) -> float:
+    """The loop a user would write by hand: no barriers, no windows, one clock around it all."""
+    model, _ = workloads.build_model(model_name, size)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x = torch.randn(batch, 3, size, size)
+    y = torch.randint(0, 1000, (batch,))
+    for _ in range(warmup):
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    return batch * steps / (time.perf_counter() - start)
+
+
+def scalebench_loop(spec: RunSpec) -> float:
+    result = measure.run(spec, SingleProcessComm())
+    trials = stats.trial_throughputs(result["window_seconds"], spec.global_batch * spec.iters)
+    return statistics.fmean(trials)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="resnet101", choices=list(workloads.MODELS))
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--threads", type=int, default=cpu_cores())
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3)
+    a = p.parse_args()
+    workloads.check_input(a.model, a.image_size, a.batch_size)
+    # Model code is not Inception's training output here: the minimal loop uses plain CE.
+    if workloads.uses_aux_logits(a.model, a.image_size):
+        raise SystemExit("pick an image size below 299 for inception_v3 (no aux head)")
+    measure.set_threads(a.threads)
+    info = workloads.get_info(a.model)
+    spec = RunSpec(run_id="bench", framework="none", model=a.model, world_size=1, nodes=1,
+                   batch_size=a.batch_size, global_batch=a.batch_size, image_size=a.image_size,
+                   aux_logits=False, precision="fp32", device="cpu", backend="none",
+                   scaling="weak", data="synthetic", warmup=a.warmup, iters=a.iters,
+                   trials=a.trials, timeout=0, threads_per_worker=a.threads, loader_workers=0,
+                   params=info.params, options={})
+    timed_steps = a.iters * a.trials
+    ours, theirs = [], []
+    print(f"{a.model} {a.image_size}px batch {a.batch_size}, {a.threads} threads, "
+          f"{timed_steps} timed steps per measurement, {a.rounds} rounds (A/B alternated)")
+    for i in range(a.rounds):
+        ours.append(scalebench_loop(spec))
+        theirs.append(minimal_loop(a.model, a.batch_size, a.image_size, a.warmup, timed_steps))
+        print(f"round {i + 1}: scalebench {ours[-1]:.3f} images/s, minimal {theirs[-1]:.3f} "
+              f"images/s, ratio {ours[-1] / theirs[-1]:.4f}")
+    ratios = [o / t for o, t in zip(ours, theirs, strict=True)]
+    print(f"ratio scalebench/minimal: median {statistics.median(ratios):.4f}, "
+          f"of means {statistics.fmean(ours) / statistics.fmean(theirs):.4f} (goal >= 0.98)")
+
+
+if __name__ == "__main__":
+    main()
