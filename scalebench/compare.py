@@ -270,9 +270,9 @@ def _value(metric: str, s: stats.Summary | None) -> str:
         if s.ci_low is not None:
             text += f" [{100 * s.ci_low:.1f}–{100 * s.ci_high:.1f}]"
     else:
-        text = f"{s.mean:.3g}"
+        text = f"{s.mean:.4g}"
         if s.ci_low is not None:
-            text += f" [{s.ci_low:.3g}–{s.ci_high:.3g}]"
+            text += f" [{s.ci_low:.4g}–{s.ci_high:.4g}]"
     if s.noisy:
         text += " noisy"
     return text
@@ -297,7 +297,7 @@ HEADER = ["verdict", "metric", "configuration", "baseline", "current", "change",
 
 
 def summary_line(c: Comparison) -> str:
-    counts = ", ".join(f"{c.count(v)} {v}" for v in VERDICTS if c.count(v))
+    counts = ", ".join(f"{v}: {c.count(v)}" for v in VERDICTS if c.count(v))
     outcome = (f"FAILED: {len(c.regressions)} regression{'s' if len(c.regressions) != 1 else ''}"
                if c.regressions else "passed: no regression")
     return f"{outcome} ({counts}; threshold {c.threshold:g}%, alpha {c.alpha:g})"

@@ -17,7 +17,7 @@ from pathlib import Path
 from scalebench import analysis, plots, stats
 from scalebench.results import Problem
 
-PUBLISHED_SETUP = ("128 servers x 4 Pascal GPUs (512 GPUs), 25 Gbit/s RoCE, batch 64 per GPU, "
+PUBLISHED_SETUP = ("128 servers x 4 Pascal GPUs, 25 Gbit/s RoCE, batch 64 per GPU, "
                    "synthetic data (Sergeev and Del Balso, 2018)")
 MODEL_NAMES = {"inception_v3": "Inception V3", "resnet101": "ResNet-101", "vgg16": "VGG-16"}
 SUPERLINEAR = 1.10  # efficiency above this is worth a word of explanation
@@ -233,15 +233,16 @@ def problems_section(records: list[dict]) -> str:
 
 
 def environment_section(records: list[dict]) -> str:
+    """One column per distinct environment, with the runs that used it; differing fields marked."""
     envs: list[tuple[dict, list[str]]] = []
     for r in records:
-        env = r.get("env") or {}
+        env, run = r.get("env") or {}, str(r.get("run_id", r.get("kind")))
         for known, runs in envs:
             if known == env:
-                runs.append(str(r.get("run_id", r.get("kind"))))
+                runs.append(run)
                 break
         else:
-            envs.append((env, [str(r.get("run_id", r.get("kind")))]))
+            envs.append((env, [run]))
     if not envs:
         return "<p>No records.</p>"
     keys = list(dict.fromkeys(k for env, _ in envs for k in env))
@@ -249,19 +250,23 @@ def environment_section(records: list[dict]) -> str:
     out = []
     if len(envs) > 1:
         out.append(f'<p><span class="badge bad">{len(envs)} different environments</span> '
-                   f"Fields that differ are highlighted: "
-                   f"{esc(', '.join(sorted(differing)))}. Numbers measured in different "
-                   "environments are not directly comparable.</p>")
-    for i, (env, runs) in enumerate(envs, start=1):
-        out.append(f"<h3>Environment {i}</h3><p class=\"sub\">runs: {esc(', '.join(runs))}</p>")
-        out.append(table(["field", "value"], [
-            [f'<span class="diff">{esc(k)}</span>' if k in differing else esc(k), esc(env[k])]
-            for k in keys if k in env]))
+                   f"Fields that differ are highlighted: {esc(', '.join(sorted(differing)))}. "
+                   "Numbers measured in different environments are not directly comparable.</p>")
+
+    def value(env: dict, k: str) -> str:
+        return '<span class="muted">–</span>' if env.get(k) is None else esc(env[k])
+
+    body = [["runs"] + [esc(", ".join(runs)) for _, runs in envs]]
+    body += [[f'<span class="diff">{esc(k)}</span>' if k in differing else esc(k)]
+             + [value(env, k) for env, _ in envs] for k in keys]
+    header = ["field"] + (["value"] if len(envs) == 1
+                          else [f"environment {i}" for i in range(1, len(envs) + 1)])
+    out.append(table(header, body))
     return "\n".join(out)
 
 
 def method_section(records: list[dict]) -> str:
-    ok = [r for r in records if r.get("status") == "ok"]
+    ok = [r for r in records if r.get("kind") == "train" and r.get("status") == "ok"]
     settings = ""
     if ok:
         combos = sorted({(r["scaling"], r["warmup"], r["trials"], r["iters"]) for r in ok})

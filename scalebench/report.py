@@ -59,7 +59,7 @@ def environments(records: list[dict]) -> list[dict]:
 
 
 def method_text(records: list[dict]) -> str:
-    ok = [r for r in records if r.get("status") == "ok"]
+    ok = [r for r in records if r.get("kind") == "train" and r.get("status") == "ok"]
     if not ok:
         return "No successful runs."
     r = ok[0]

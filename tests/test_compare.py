@@ -205,7 +205,7 @@ def t_interval(samples: list[float]) -> tuple[float, float]:
 def test_real_sweep_against_itself_passes(tiny_sweep, capsys):
     code, out, err = run_compare(capsys, tiny_sweep, tiny_sweep.parent)
     assert code == 0, out + err
-    assert "3 unchanged" in out
+    assert "unchanged: 3" in out
 
 
 @pytest.mark.slow
@@ -240,7 +240,7 @@ def test_real_sweep_two_percent_drop_is_unchanged(tiny_sweep, tmp_path, capsys):
     dropped = write_records(tmp_path / "dropped.jsonl", variant(read_records(tiny_sweep), 0.98))
     code, out, err = run_compare(capsys, tiny_sweep, dropped)
     assert code == 0, out + err
-    assert "3 unchanged" in out and "REGRESSION" not in out
+    assert "unchanged: 3" in out and "REGRESSION" not in out
 
 
 @pytest.mark.slow
@@ -250,7 +250,7 @@ def test_real_sweep_other_environment_warns(tiny_sweep, tmp_path, capsys):
     assert code == 0
     assert "WARNING: the environments differ" in out
     assert "cpu_model differs" in out and "nccl differs" in out
-    assert "3 unchanged" in out  # still matched: the warning does not hide the comparison
+    assert "unchanged: 3" in out  # still matched: the warning does not hide the comparison
 
 
 @pytest.mark.slow

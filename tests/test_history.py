@@ -1,0 +1,130 @@
+"""scalebench history add / plot: the store, its version, trends and regression marks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scalebench import cli, history
+from tests.conftest import fake_record, read_records, variant, write_records
+
+TIGHT = {1: (10.0, 10.1, 9.9), 2: (19.0, 19.2, 18.8)}
+
+
+def sweep_at(hour: int, factor: float = 1.0, commit: str = "c0") -> list[dict]:
+    return [fake_record(tuple(v * factor for v in TIGHT[w]), world_size=w,
+                        timestamp=f"2026-01-01T{hour:02d}:00:00+0000", env={"git_commit": commit})
+            for w in (1, 2)]
+
+
+def main(capsys, *argv) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def assert_png_drawn(path):
+    import matplotlib.image as mpimg
+
+    pixels = mpimg.imread(path)
+    assert pixels.shape[0] > 100 and pixels.shape[1] > 100
+    assert pixels[..., :3].std() > 0.01  # not one flat colour
+
+
+def test_add_writes_versioned_rows_once(tmp_path, capsys):
+    results = write_records(tmp_path / "run1" / "results.jsonl", sweep_at(1, commit="aaa"))
+    store = tmp_path / "store" / "history.jsonl"
+    code, out, _ = main(capsys, "history", "add", str(results.parent), "--store", str(store))
+    assert code == 0 and "added 2 runs" in out
+    rows = read_records(store)
+    assert [r["history_version"] for r in rows] == [history.HISTORY_VERSION] * 2
+    assert {r["commit"] for r in rows} == {"aaa"}
+    assert rows[0]["env"]["hostname"] == "node-a"
+    one, two = sorted(rows, key=lambda r: r["world_size"])
+    assert one["efficiency"] is None
+    # 2 workers: trials / (2 x mean of the one-worker trials, 10.0)
+    assert two["trial_efficiency"] == pytest.approx([0.95, 0.96, 0.94])
+    code, out, _ = main(capsys, "history", "add", str(results), "--store", str(store),
+                        "--commit", "bbb")
+    assert code == 0 and "added 0 runs" in out and "2 already there" in out
+    assert len(read_records(store)) == 2
+
+
+def test_commit_option_overrides_the_recorded_one(tmp_path, capsys):
+    results = write_records(tmp_path / "r.jsonl", sweep_at(1, commit="aaa"))
+    store = tmp_path / "h.jsonl"
+    main(capsys, "history", "add", str(results), "--store", str(store), "--commit", "feed42")
+    assert {r["commit"] for r in read_records(store)} == {"feed42"}
+
+
+def test_failed_runs_are_kept_but_not_drawn(tmp_path):
+    store = tmp_path / "h.jsonl"
+    history.add(store, sweep_at(1) + [fake_record(world_size=4, status="timeout",
+                                                  error="timed out after 900 s")])
+    rows, problems = history.load_store(store)
+    assert problems == [] and [r["status"] for r in rows] == ["ok", "ok", "timeout"]
+    assert sum(len(points) for lines in history.trends(rows, "throughput").values()
+               for points in lines.values()) == 2
+
+
+def test_unknown_store_version_exits_2(tmp_path, capsys):
+    store = tmp_path / "h.jsonl"
+    store.write_text(json.dumps({"history_version": 7, "id": "x"}) + "\n")
+    code, _, err = main(capsys, "history", "plot", "--store", str(store), "--out", str(tmp_path))
+    assert code == 2 and "history_version 7" in err and "reads version 1" in err
+    code, _, err = main(capsys, "history", "plot", "--store", str(tmp_path / "none.jsonl"),
+                        "--out", str(tmp_path))
+    assert code == 2 and "does not exist" in err
+
+
+def test_malformed_store_line_is_reported_and_skipped(tmp_path):
+    store = tmp_path / "h.jsonl"
+    history.add(store, sweep_at(1))
+    with open(store, "a") as fh:
+        fh.write("{broken\n")
+    rows, problems = history.load_store(store)
+    assert len(rows) == 2 and len(problems) == 1 and ":3: skipped: malformed JSON" in problems[0]
+
+
+def test_plot_marks_regressions_against_the_previous_point(tmp_path, capsys):
+    store = tmp_path / "h.jsonl"
+    for i, (hour, factor) in enumerate([(1, 1.0), (2, 1.01), (3, 0.8), (4, 0.8)]):
+        history.add(store, sweep_at(hour, factor, commit=f"c{i}"))
+    code, out, _ = main(capsys, "history", "plot", "--store", str(store), "--out",
+                        str(tmp_path / "plots"))
+    assert code == 0
+    for metric in ("throughput", "efficiency"):
+        assert f"wrote {tmp_path / 'plots' / f'history-{metric}.png'}" in out
+        assert_png_drawn(tmp_path / "plots" / f"history-{metric}.png")
+    marks = [line for line in out.splitlines() if line.startswith("regression:")]
+    # only the step from c1 to c2, at 1 and 2 workers; efficiency did not move
+    assert len(marks) == 2 and all("throughput" in m and "commit c2" in m for m in marks)
+    assert all("-20.8%" in m for m in marks)  # 0.8 / 1.01 - 1
+    rows, _ = history.load_store(store)
+    tr = history.trends(rows, "throughput")
+    (lines,) = tr.values()
+    verdicts = [p.judgement.verdict if p.judgement else None for p in lines[("ddp", 1, 1)]]
+    assert verdicts == [None, "unchanged", "regression", "unchanged"]
+
+
+@pytest.mark.slow
+def test_history_of_a_real_sweep(tiny_sweep, tmp_path, capsys):
+    records = read_records(tiny_sweep)
+    later = write_records(tmp_path / "later.jsonl", variant(records, 0.8, seconds_later=3600))
+    store = tmp_path / "history.jsonl"
+    assert main(capsys, "history", "add", str(tiny_sweep.parent), "--store", str(store))[0] == 0
+    code, out, _ = main(capsys, "history", "add", str(later), "--store", str(store),
+                        "--commit", "next")
+    assert code == 0 and "added 2 runs" in out
+    rows = read_records(store)
+    assert len(rows) == 4 and rows[0]["commit"] == records[0]["env"]["git_commit"]
+    code, out, _ = main(capsys, "history", "plot", "--store", str(store), "--out", str(tmp_path))
+    assert code == 0
+    assert_png_drawn(tmp_path / "history-throughput.png")
+    assert_png_drawn(tmp_path / "history-efficiency.png")
+    # whatever this machine's noise, the marks are exactly compare's verdicts on the same data
+    from scalebench import compare
+
+    c = compare.compare(records, read_records(later), metrics="throughput")
+    assert out.count("regression:") == len(c.regressions)
