@@ -401,7 +401,13 @@ def run_allreduce(sweep, sizes: Sequence[int], dtype: str = "float32",
                 print(f"{spec.framework} x{spec.world_size}: done; node 0 records the results",
                       file=stream, flush=True)
                 continue
-            emit(build_records(spec, launch, env))
+            try:
+                records = build_records(spec, launch, env)
+            except (KeyError, TypeError, ValueError) as exc:  # a bad result is data, not a crash
+                records = build_records(spec, dataclasses.replace(
+                    launch, status="failed", result=None,
+                    error=f"unreadable worker result: {type(exc).__name__}: {exc}"[:500]), env)
+            emit(records)
     except KeyboardInterrupt:
         outcome.interrupted = True
         print(f"interrupted: children stopped; points so far are in {results_path}",

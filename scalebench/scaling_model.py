@@ -92,7 +92,7 @@ def parse_bandwidth(text: str, name: str = "bandwidth") -> float:
 
 
 _DURATION_RE = re.compile(rf"^\s*{_NUMBER}\s*([a-zµμ]*)\s*$")
-_DURATION_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ns": 1e-9}
+_DURATION_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "μs": 1e6, "ns": 1e9}  # per second
 
 
 def parse_duration(text: str, name: str = "latency") -> float:
@@ -103,7 +103,7 @@ def parse_duration(text: str, name: str = "latency") -> float:
         mantissa, exponent, unit = match.groups()
         value = float(mantissa) * (10.0 ** int(exponent) if exponent else 1.0)
         if unit in _DURATION_UNITS or (not unit and value == 0):
-            value *= _DURATION_UNITS.get(unit, 1.0)
+            value /= _DURATION_UNITS.get(unit, 1.0)
             if math.isfinite(value):
                 return value
     raise UserError(f"{name}: cannot read {raw!r} as a time; use e.g. 5us, 0.01ms, 0")
