@@ -104,7 +104,7 @@ def make_step(spec: RunSpec, comm: Comm, model, optimizer, batches, device) -> C
 
     def step():
         images, target = next(batches)
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()  # set_to_none by default; Horovod's wrapper takes no argument
         with autocast():
             loss = workloads.compute_loss(model(images), target, criterion)
         if scaler is None:
@@ -172,6 +172,7 @@ def run(spec: RunSpec, comm: Comm, clock: Callable[[], float] = time.perf_counte
         "device_name": _device_name(device),
         "threads": torch.get_num_threads(),
         "final_loss": final_loss,
+        "param_checksum": param_checksum(model),
     }
     gathered = comm.all_gather(local)
     if comm.rank != 0:
@@ -182,11 +183,20 @@ def run(spec: RunSpec, comm: Comm, clock: Callable[[], float] = time.perf_counte
         "device_names": [g["device_name"] for g in gathered],
         "threads": [g["threads"] for g in gathered],
         "final_loss": [g["final_loss"] for g in gathered],
+        "param_checksums": [g["param_checksum"] for g in gathered],
         "aux_logits": aux,
         "train_start_unix": train_start_unix,
         "first_timed_step_unix": first_timed_step_unix,
         "warmup_seconds": warmup_seconds,
     }
+
+
+def param_checksum(model) -> float:
+    """Sum of all weights in float64: equal on every rank when the replicas stayed in sync."""
+    import torch
+
+    with torch.no_grad():
+        return float(sum(p.detach().double().sum() for p in model.parameters()).item())
 
 
 def _device_name(device) -> str:

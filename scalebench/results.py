@@ -154,11 +154,32 @@ def train_record(spec: RunSpec, outcome: LaunchOutcome | None, env: dict, skippe
         hosts=result.get("hostnames", []),
         device_names=result.get("device_names", []),
         threads_measured=result.get("threads", []),
-        final_loss=result.get("final_loss", []),
+        final_loss=_finite_or_none(result.get("final_loss", [])),
+        param_checksums=_finite_or_none(result.get("param_checksums", [])),
+        warnings=run_warnings(result),
         aux_logits=bool(result.get("aux_logits", spec.aux_logits)),
     )
     validate(record)
     return record
+
+
+def _finite_or_none(values: list) -> list:
+    return [v if isinstance(v, (int, float)) and math.isfinite(v) else None for v in values]
+
+
+def run_warnings(result: dict) -> list[str]:
+    """Facts about a successful run a reader must not miss."""
+    notes = []
+    losses = result.get("final_loss", [])
+    bad = [rank for rank, v in enumerate(losses) if v is None or not math.isfinite(v)]
+    if bad:
+        notes.append(f"final loss is not finite on ranks {bad}: training diverged "
+                     "(throughput is still measured)")
+    sums = [v for v in result.get("param_checksums", []) if v is not None and math.isfinite(v)]
+    if len(sums) > 1 and max(sums) - min(sums) > 1e-6 * max(1.0, abs(max(sums))):
+        notes.append("replicas hold different weights at the end of the run: gradients were "
+                     "not averaged consistently")
+    return notes
 
 
 def append(path: Path, record: dict[str, Any]) -> None:

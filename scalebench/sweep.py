@@ -8,7 +8,7 @@ from pathlib import Path
 
 from scalebench import devices, envinfo, frameworks, plan, report, results
 from scalebench.config import RunSpec, SweepSpec
-from scalebench.frameworks.base import Framework
+from scalebench.frameworks.base import Framework, LaunchOutcome
 from scalebench.progress import Progress
 
 
@@ -74,7 +74,12 @@ def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcom
             if launch.status == "ok" and not adapter.records_here(sweep):
                 progress.finish_elsewhere(_label(run))
                 continue
-            record = results.train_record(run, launch, env)
+            try:
+                record = results.train_record(run, launch, env)
+            except (ValueError, KeyError, TypeError) as exc:  # workers sent something unusable
+                bad = LaunchOutcome("failed", None, f"unusable result from the workers: {exc}",
+                                    launch.stderr_tail, launch.launch_unix)
+                record = results.train_record(run, bad, env)
             results.append(results_path, record)
             outcome.records.append(record)
             progress.finish(record)

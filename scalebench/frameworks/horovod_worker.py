@@ -1,0 +1,74 @@
+"""One Horovod worker, started by horovodrun:
+python -m scalebench.frameworks.horovod_worker RUN_DIR."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from scalebench.comm import Comm
+from scalebench.frameworks.worker_io import run_worker
+
+
+class HorovodComm(Comm):
+    def __init__(self, fp16_allreduce: bool = False):
+        import horovod.torch as hvd
+
+        hvd.init()
+        self._hvd = hvd
+        self.rank = hvd.rank()
+        self.world_size = hvd.size()
+        self.local_rank = hvd.local_rank()
+        self.compression = hvd.Compression.fp16 if fp16_allreduce else hvd.Compression.none
+
+    def barrier(self) -> None:
+        self._hvd.barrier()
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        return self._hvd.allgather_object(obj)
+
+    def allreduce(self, tensor) -> None:
+        self._hvd.allreduce_(tensor, op=self._hvd.Sum)
+
+    def wrap(self, model, optimizer):
+        hvd = self._hvd
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                             compression=self.compression, op=hvd.Average)
+        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+        return model, optimizer
+
+    def optimizer_step(self, optimizer, scaler) -> None:
+        if scaler is None:
+            optimizer.step()
+            return
+        # Horovod's recipe for a GradScaler: finish the allreduce, unscale, step without a
+        # second synchronisation.
+        optimizer.synchronize()
+        scaler.unscale_(optimizer)
+        with optimizer.skip_synchronize():
+            scaler.step(optimizer)
+        scaler.update()
+
+
+def main(argv: list[str]) -> int:
+    run_dir = Path(argv[1])
+    rank = int(os.environ.get("HOROVOD_RANK", "0"))
+
+    def make_comm(spec):
+        return HorovodComm(fp16_allreduce=bool(spec.options.get("fp16_allreduce")))
+
+    code = run_worker(run_dir, make_comm, rank)
+    try:
+        import horovod.torch as hvd
+
+        hvd.shutdown()
+    except Exception:  # noqa: BLE001 - shutting down after a failure must not mask it
+        pass
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
