@@ -37,6 +37,10 @@ class Comm:
             scaler.step(optimizer)
             scaler.update()
 
+    def topology(self) -> dict[str, Any]:
+        """How the framework itself sees the job (e.g. nodes), recorded per rank."""
+        return {}
+
     def device_index(self) -> int:
         """Which local accelerator this rank uses (one per local rank)."""
         return self.local_rank

@@ -173,6 +173,7 @@ def run(spec: RunSpec, comm: Comm, clock: Callable[[], float] = time.perf_counte
         "threads": torch.get_num_threads(),
         "final_loss": final_loss,
         "param_checksum": param_checksum(model),
+        "topology": comm.topology(),
     }
     gathered = comm.all_gather(local)
     if comm.rank != 0:
@@ -184,6 +185,7 @@ def run(spec: RunSpec, comm: Comm, clock: Callable[[], float] = time.perf_counte
         "threads": [g["threads"] for g in gathered],
         "final_loss": [g["final_loss"] for g in gathered],
         "param_checksums": [g["param_checksum"] for g in gathered],
+        "topology": [g["topology"] for g in gathered],
         "aux_logits": aux,
         "train_start_unix": train_start_unix,
         "first_timed_step_unix": first_timed_step_unix,

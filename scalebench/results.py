@@ -157,6 +157,7 @@ def train_record(spec: RunSpec, outcome: LaunchOutcome | None, env: dict, skippe
         final_loss=_finite_or_none(result.get("final_loss", [])),
         param_checksums=_finite_or_none(result.get("param_checksums", [])),
         warnings=run_warnings(result),
+        topology=result.get("topology", []),
         aux_logits=bool(result.get("aux_logits", spec.aux_logits)),
     )
     validate(record)

@@ -16,7 +16,8 @@ usage() { echo "usage: $0 VENV_DIR [--force]" >&2; exit 2; }
 die() { echo "horovod: $*" >&2; exit 1; }
 
 [[ $# -ge 1 && $# -le 2 ]] || usage
-VENV=$1
+[[ -d $1 ]] || die "no virtualenv at $1"
+VENV=$(cd "$1" && pwd)
 FORCE=0
 if [[ $# -eq 2 ]]; then [[ $2 == --force ]] || usage; FORCE=1; fi
 PY=$VENV/bin/python
@@ -54,7 +55,6 @@ WHEELS=${SCALEBENCH_CACHE:-$HOME/.cache/scalebench}/wheels
 CACHE_DIR=$WHEELS/$KEY
 LOG=$WHEELS/$KEY.build.log
 mkdir -p "$WHEELS"
-: >"$LOG"
 
 fail() {
   echo "horovod: $* (log: $LOG)" >&2
@@ -86,6 +86,7 @@ fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 echo "horovod: building $KEY (log: $LOG)"
+: >"$LOG"
 
 # Build deps for --no-build-isolation: setup.py's setup_requires is its install_requires.
 BUILD_DEPS=(setuptools wheel "${RUNTIME_DEPS[@]}")
@@ -109,8 +110,9 @@ export MAKEFLAGS HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WIT
 # CUDA_HOME torch guesses the toolkit from `which nvcc`, and CMake takes its root
 # from nvcc's directory: a wrapper /usr/local/bin/nvcc makes that /usr/local and
 # CUDAToolkit is not found. HOROVOD_CUDA_HOME pins CMake's nvcc to the real one.
-if [[ -n ${CUDA_HOME:-} || -d /usr/local/cuda ]]; then
-  export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} HOROVOD_CUDA_HOME=${HOROVOD_CUDA_HOME:-${CUDA_HOME:-/usr/local/cuda}}
+if [[ -n ${CUDA_HOME:-} || -d /usr/local/cuda || $FLAVOUR == cuda ]]; then
+  export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+  export HOROVOD_CUDA_HOME=${HOROVOD_CUDA_HOME:-$CUDA_HOME}
 fi
 if [[ $FLAVOUR == cuda ]]; then
   # UNTESTED: written on a machine without a GPU.
@@ -118,8 +120,7 @@ if [[ $FLAVOUR == cuda ]]; then
   mkdir -p "$TMP/nccl-lib"
   ln -s "$NCCL/lib/libnccl.so.2" "$TMP/nccl-lib/libnccl.so"
   CC_LIST=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | tr -d . | sort -u | paste -sd,)
-  export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-  export HOROVOD_CUDA_HOME=${HOROVOD_CUDA_HOME:-$CUDA_HOME} HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED \
+  export HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED \
     HOROVOD_NCCL_HOME=$NCCL HOROVOD_NCCL_INCLUDE=$NCCL/include HOROVOD_NCCL_LIB=$TMP/nccl-lib \
     HOROVOD_BUILD_CUDA_CC_LIST=$CC_LIST
 fi

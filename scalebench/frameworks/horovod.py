@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import shutil
 import subprocess
@@ -100,11 +101,12 @@ class Horovod(Framework):
                                     run_dir)
         outcome = process.outcome_from_files(run_dir, proc, "horovodrun", spec.timeout)
         timeline = run_dir / "timeline.json"
-        if spec.options.get("timeline") and timeline.is_file():
-            outcome = LaunchOutcome(outcome.status, outcome.result, outcome.error,
-                                    outcome.stderr_tail, outcome.launch_unix, outcome.nodes,
-                                    {"timeline": str(timeline)})
-        return outcome
+        artifacts = {"timeline": str(timeline)} if spec.options.get("timeline") and \
+            timeline.is_file() else {}
+        nodes = None
+        if outcome.result and outcome.result.get("topology"):
+            nodes = outcome.result["topology"][0].get("cross_size")  # Horovod's own host count
+        return dataclasses.replace(outcome, nodes=nodes, artifacts=artifacts)
 
 
 FRAMEWORK = Horovod()

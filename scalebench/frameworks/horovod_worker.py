@@ -23,6 +23,11 @@ class HorovodComm(Comm):
         self.local_rank = hvd.local_rank()
         self.compression = hvd.Compression.fp16 if fp16_allreduce else hvd.Compression.none
 
+    def topology(self) -> dict[str, Any]:
+        hvd = self._hvd
+        return {"local_rank": hvd.local_rank(), "local_size": hvd.local_size(),
+                "cross_rank": hvd.cross_rank(), "cross_size": hvd.cross_size()}
+
     def barrier(self) -> None:
         self._hvd.barrier()
 

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,8 @@ import psutil
 from scalebench.frameworks.base import LaunchOutcome
 
 TERM_GRACE_SECONDS = 5.0
+KILL_ROUNDS = 5
+MARKER_VAR = "SCALEBENCH_RUN_MARKER"
 TAIL_LINES = 20
 RESULT_FILE = "result.json"
 SPEC_FILE = "spec.json"
@@ -40,47 +43,52 @@ def tail(path: Path, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def kill_tree(pid: int) -> None:
-    """SIGTERM, then SIGKILL, the process, its session and every descendant found.
-
-    Descendants are listed before signalling: launchers that start workers in new
-    sessions (Horovod's shell executor does) would otherwise escape a killpg.
-    """
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        procs = []
-    sessions = {pid}
-    for proc in procs:
+def _marked(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
         try:
-            sessions.add(os.getsid(proc.pid))
-        except OSError:
-            pass
-    sessions.discard(os.getsid(0))  # never our own session
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for sid in sessions:
-            for proc in psutil.process_iter(["pid"]):
-                try:
-                    if os.getsid(proc.pid) == sid and proc not in procs:
-                        procs.append(proc)
-                except OSError:
-                    pass
-        for proc in procs:
+            if proc.pid != os.getpid() and proc.environ().get(MARKER_VAR) == marker:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def kill_tree(pid: int | None, marker: str | None = None) -> None:
+    """Kill the process, every descendant and every process carrying the run's marker.
+
+    Horovod's shell executor starts each worker in a new session, and a dying launcher
+    orphans its children, so neither a process group nor a parent walk is enough: every
+    launched process inherits MARKER_VAR=marker, which finds them wherever they ended up.
+    Found processes are stopped first so that none can start another meanwhile.
+    """
+    for _ in range(KILL_ROUNDS):
+        procs = []
+        if pid is not None:
             try:
-                proc.send_signal(sig)
+                root = psutil.Process(pid)
+                procs = [root, *root.children(recursive=True)]
             except psutil.NoSuchProcess:
                 pass
-        _, alive = psutil.wait_procs(procs, timeout=TERM_GRACE_SECONDS)
-        procs = alive
+        if marker is not None:
+            procs += [p for p in _marked(marker) if p not in procs]
         if not procs:
             return
+        for sig in (signal.SIGSTOP, signal.SIGKILL, signal.SIGCONT):
+            for proc in procs:
+                try:
+                    proc.send_signal(sig)
+                except psutil.NoSuchProcess:
+                    pass
+        psutil.wait_procs(procs, timeout=TERM_GRACE_SECONDS)
 
 
 def run_isolated(cmd: Sequence[str], env: dict[str, str], timeout: float, run_dir: Path,
                  cwd: str | None = None) -> ProcessOutcome:
     """Start cmd in its own session with logs in run_dir; kill the whole tree on timeout/Ctrl-C."""
     stdout_path, stderr_path = run_dir / "stdout.log", run_dir / "stderr.log"
+    marker = uuid.uuid4().hex
+    env = {**env, MARKER_VAR: marker}
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         launch_unix = time.time()
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
@@ -91,10 +99,11 @@ def run_isolated(cmd: Sequence[str], env: dict[str, str], timeout: float, run_di
         except subprocess.TimeoutExpired:
             timed_out = True
         except BaseException:  # Ctrl-C or anything else: leave nothing behind
-            kill_tree(proc.pid)
+            kill_tree(proc.pid, marker)
             raise
-        # Also after a normal exit: a launcher can leave workers behind.
-        kill_tree(proc.pid)
+        # Also after a normal exit: a launcher can leave workers behind. An exited launcher's
+        # pid may already belong to someone else, so only the marker is used then.
+        kill_tree(proc.pid if timed_out else None, marker)
         proc.wait()
     return ProcessOutcome(None if timed_out else proc.returncode, timed_out, launch_unix,
                           tail(stderr_path))
