@@ -133,7 +133,7 @@ def test_no_successful_runs_still_renders(tmp_path):
 
 
 def test_records_of_other_kinds_do_not_break_the_reports(tmp_path):
-    other = {"kind": "allreduce", "status": "ok", "run_id": "ar-1", "env": {"hostname": "h"}}
+    other = {"kind": "calibration", "status": "ok", "run_id": "ar-1", "env": {"hostname": "h"}}
     written = report.write_all([fake_record(), other], [], tmp_path)
     assert tmp_path / "report.html" in written
     assert "ar-1" in (tmp_path / "report.html").read_text()  # listed with its environment
