@@ -1,0 +1,97 @@
+"""Horovod through scalebench vs. a minimal hand-written Horovod loop, alternated in one run.
+
+Same model, per-worker batch, image size, workers and threads (max(1, cores // workers)).
+Prints each round and the ratio scalebench / minimal (goal >= 0.98). With --setup-times it
+also times scripts/install_horovod.sh against a cold (empty) and a warm wheel cache.
+
+    python benchmarks/horovod_overhead.py [--model resnet101] [--workers 2] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from scalebench import config, devices, plan, results
+from scalebench.frameworks import horovod, process
+
+HERE = Path(__file__).resolve().parent
+
+
+def scalebench_run(a, out: Path) -> float:
+    sweep = config.build_spec({
+        "frameworks": "horovod", "models": a.model, "workers": str(a.workers),
+        "batch_size": a.batch_size, "image_size": a.image_size, "warmup": a.warmup,
+        "iters": a.iters, "trials": a.trials, "device": "cpu"})
+    [spec] = plan.expand(sweep, devices.resolve("cpu"))
+    outcome = horovod.FRAMEWORK.launch(spec, out)
+    if outcome.status != "ok":
+        raise SystemExit(f"scalebench run failed: {outcome.error}")
+    return results.train_record(spec, outcome, {})["images_per_sec"]
+
+
+def minimal_run(a, out: Path, threads: int) -> float:
+    out.mkdir(parents=True, exist_ok=True)
+    result = out / "minimal.json"
+    steps = a.iters * a.trials
+    cmd = [horovod.horovodrun_path(), "-np", str(a.workers), "-H", f"localhost:{a.workers}",
+           "--gloo", sys.executable, str(HERE / "minimal_horovod_loop.py"), str(result), a.model,
+           str(a.image_size), str(a.batch_size), str(steps), str(a.warmup), str(threads)]
+    proc = process.run_isolated(cmd, process.base_env(threads), 1800, out)
+    if proc.returncode != 0 or not result.is_file():
+        raise SystemExit(f"minimal loop failed: {proc.stderr_tail}")
+    return json.loads(result.read_text())["images_per_sec"]
+
+
+def setup_times(venv: str) -> None:
+    script = HERE.parent / "scripts" / "install_horovod.sh"
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "SCALEBENCH_CACHE": cache}
+        for label in ("cold cache (build)", "warm cache"):
+            start = time.monotonic()
+            subprocess.run(["bash", str(script), venv, "--force"], env=env, check=True,
+                           stdout=subprocess.DEVNULL)
+            print(f"install_horovod.sh with a {label}: {time.monotonic() - start:.0f} s")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="resnet101")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--setup-times", action="store_true")
+    a = p.parse_args()
+    ok, reason = horovod.check_installation()
+    if not ok:
+        raise SystemExit(reason)
+    threads = devices.threads_per_worker(devices.resolve("cpu"), a.workers, None)
+    print(f"{a.model} {a.image_size}px batch {a.batch_size}/worker, {a.workers} workers x "
+          f"{threads} threads, {a.iters * a.trials} timed steps, {a.rounds} rounds (A/B alternated)")
+    ours, theirs = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(a.rounds):
+            ours.append(scalebench_run(a, Path(tmp) / f"sb{i}"))
+            theirs.append(minimal_run(a, Path(tmp) / f"min{i}", threads))
+            print(f"round {i + 1}: scalebench {ours[-1]:.3f} images/s, minimal {theirs[-1]:.3f} "
+                  f"images/s, ratio {ours[-1] / theirs[-1]:.4f}")
+    ratios = [o / t for o, t in zip(ours, theirs, strict=True)]
+    print(f"ratio scalebench/minimal: median {statistics.median(ratios):.4f}, "
+          f"of means {statistics.fmean(ours) / statistics.fmean(theirs):.4f} (goal >= 0.98)")
+    if a.setup_times:
+        setup_times(str(Path(sys.executable).parent.parent))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""A minimal hand-written Horovod training loop (the reference for horovod_overhead.py).
+
+horovodrun -np N -H localhost:N --gloo python benchmarks/minimal_horovod_loop.py OUT.json \
+    MODEL IMAGE_SIZE BATCH STEPS WARMUP THREADS
+Rank 0 writes {"images_per_sec": ...} to OUT.json.
+"""
+
+import json
+import sys
+import time
+
+import horovod.torch as hvd
+import torch
+import torchvision.models as tvm
+
+
+def main() -> None:
+    out, model_name, size, batch, steps, warmup, threads = sys.argv[1:8]
+    size, batch, steps, warmup = int(size), int(batch), int(steps), int(warmup)
+    torch.set_num_threads(int(threads))
+    hvd.init()
+    model = getattr(tvm, model_name)(weights=None)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x = torch.randn(batch, 3, size, size)
+    y = torch.randint(0, 1000, (batch,))
+
+    def step():
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+    for _ in range(warmup):
+        step()
+    hvd.barrier()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    hvd.barrier()
+    elapsed = time.perf_counter() - start
+    if hvd.rank() == 0:
+        with open(out, "w") as fh:
+            json.dump({"images_per_sec": hvd.size() * batch * steps / elapsed}, fh)
+
+
+if __name__ == "__main__":
+    main()
