@@ -5,20 +5,13 @@ from __future__ import annotations
 import argparse
 
 from scalebench import allreduce, config
+from scalebench.commands.framework_flags import add_framework_flags, section_values
 from scalebench.errors import UserError
 
 TOP_FLAGS = {  # flag dest -> SweepSpec field
     "frameworks": "frameworks", "workers": "workers", "warmup": "warmup", "iters": "iters",
     "trials": "trials", "timeout": "timeout", "device": "device",
     "threads_per_worker": "threads_per_worker", "out": "out",
-}
-SECTION_FLAGS = {  # flag dest -> (section, field)
-    "nnodes": ("ddp", "nnodes"), "node_rank": ("ddp", "node_rank"),
-    "rdzv_endpoint": ("ddp", "rdzv_endpoint"),
-    "hosts": ("horovod", "hosts"), "hostfile": ("horovod", "hostfile"),
-    "fusion_threshold_mb": ("horovod", "fusion_threshold_mb"),
-    "cycle_time_ms": ("horovod", "cycle_time_ms"),
-    "ray_address": ("ray", "address"), "placement": ("ray", "placement"),
 }
 
 
@@ -45,25 +38,13 @@ def register(sub) -> None:
     p.add_argument("--threads-per-worker", help="CPU threads per worker (default cores/workers)")
     p.add_argument("--out", help=f"output folder; records are appended to OUT/results.jsonl "
                    f"(default {allreduce.DEFAULT_OUT})")
-    g = p.add_argument_group("DDP (torchrun) multi-node")
-    g.add_argument("--nnodes", help="number of machines")
-    g.add_argument("--node-rank", help="this machine's index, 0 on the one that records results")
-    g.add_argument("--rdzv-endpoint", help="HOST:PORT on node 0")
-    g = p.add_argument_group("Horovod")
-    g.add_argument("--hosts", help="horovodrun -H, e.g. host1:4,host2:4")
-    g.add_argument("--hostfile", help="horovodrun --hostfile")
-    g.add_argument("--fusion-threshold-mb", help="HOROVOD_FUSION_THRESHOLD in MB")
-    g.add_argument("--cycle-time-ms", help="HOROVOD_CYCLE_TIME in ms")
-    g = p.add_argument_group("Ray")
-    g.add_argument("--ray-address", help="auto, HOST:PORT or ray://HOST:10001 (default: embedded)")
-    g.add_argument("--placement", help="PACK or SPREAD")
+    add_framework_flags(p, training=False)
     p.set_defaults(run=run)
 
 
 def values_from_args(args: argparse.Namespace) -> dict:
     values: dict = {field: getattr(args, dest) for dest, field in TOP_FLAGS.items()}
-    for dest, (section, field) in SECTION_FLAGS.items():
-        values.setdefault(section, {})[field] = getattr(args, dest)
+    values.update(section_values(args))
     values = config.merge({"name": "allreduce", "out": allreduce.DEFAULT_OUT}, values)
     return values
 

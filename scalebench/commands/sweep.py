@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from scalebench import config
+from scalebench.commands.framework_flags import add_framework_flags, section_values
 from scalebench.sweep import run_sweep
 
 TOP_FLAGS = {  # flag dest -> SweepSpec field
@@ -13,15 +14,6 @@ TOP_FLAGS = {  # flag dest -> SweepSpec field
     "warmup": "warmup", "iters": "iters", "trials": "trials", "timeout": "timeout",
     "device": "device", "scaling": "scaling", "data": "data", "out": "out",
     "loader_workers": "loader_workers", "threads_per_worker": "threads_per_worker",
-}
-SECTION_FLAGS = {  # flag dest -> (section, field)
-    "nnodes": ("ddp", "nnodes"), "node_rank": ("ddp", "node_rank"),
-    "rdzv_endpoint": ("ddp", "rdzv_endpoint"),
-    "hosts": ("horovod", "hosts"), "hostfile": ("horovod", "hostfile"),
-    "fp16_allreduce": ("horovod", "fp16_allreduce"),
-    "fusion_threshold_mb": ("horovod", "fusion_threshold_mb"),
-    "cycle_time_ms": ("horovod", "cycle_time_ms"), "timeline": ("horovod", "timeline"),
-    "ray_address": ("ray", "address"), "placement": ("ray", "placement"),
 }
 
 
@@ -49,22 +41,7 @@ def register(sub) -> None:
                    help="skip runs already recorded ok in OUT/results.jsonl")
     p.add_argument("--quiet", action="store_true", default=None,
                    help="only one result line per run")
-    g = p.add_argument_group("DDP (torchrun) multi-node")
-    g.add_argument("--nnodes", help="number of machines")
-    g.add_argument("--node-rank", help="this machine's index, 0 on the one that records results")
-    g.add_argument("--rdzv-endpoint", help="HOST:PORT on node 0")
-    g = p.add_argument_group("Horovod")
-    g.add_argument("--hosts", help="horovodrun -H, e.g. host1:4,host2:4")
-    g.add_argument("--hostfile", help="horovodrun --hostfile")
-    g.add_argument("--fp16-allreduce", action="store_true", default=None,
-                   help="compress gradients to fp16 for the allreduce")
-    g.add_argument("--fusion-threshold-mb", help="HOROVOD_FUSION_THRESHOLD in MB")
-    g.add_argument("--cycle-time-ms", help="HOROVOD_CYCLE_TIME in ms")
-    g.add_argument("--timeline", action="store_true", default=None,
-                   help="save a Horovod timeline next to the results")
-    g = p.add_argument_group("Ray Train")
-    g.add_argument("--ray-address", help="auto, HOST:PORT or ray://HOST:10001 (default: embedded)")
-    g.add_argument("--placement", help="PACK or SPREAD")
+    add_framework_flags(p)
     p.set_defaults(run=run)
 
 
@@ -72,8 +49,7 @@ def values_from_args(args: argparse.Namespace) -> dict:
     values = config.load_workload(args.workload) if args.workload else {}
     flags: dict = {field: getattr(args, dest) for dest, field in TOP_FLAGS.items()}
     flags["resume"], flags["quiet"] = args.resume, args.quiet
-    for dest, (section, field) in SECTION_FLAGS.items():
-        flags.setdefault(section, {})[field] = getattr(args, dest)
+    flags.update(section_values(args))
     values = config.merge(values, flags)
     values.setdefault("out", f"results/{values.get('name', 'default')}")
     return values
