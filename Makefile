@@ -26,6 +26,8 @@ horovod: setup
 
 bench: setup
 	$(PY) benchmarks/harness_overhead.py
+	$(PY) benchmarks/horovod_overhead.py
+	$(PY) benchmarks/ray_vs_ddp.py
 
 clean:
 	rm -rf results/default results/allreduce .pytest_cache

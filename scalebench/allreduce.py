@@ -394,6 +394,9 @@ def run_allreduce(sweep, sizes: Sequence[int], dtype: str = "float32",
             if spec.framework not in opened:
                 adapter.open_session(sweep, outcome.out_dir)
                 opened[spec.framework] = adapter
+                for name, other in opened.items():
+                    if name != spec.framework:
+                        other.suspend()
             print(f"[{index}/{len(specs)}] {spec.framework} x{spec.world_size}: "
                   f"{len(spec.sizes)} sizes ...", file=stream, flush=True)
             launch = adapter.launch(spec, outcome.out_dir / "runs" / spec.run_id)

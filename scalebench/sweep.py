@@ -69,6 +69,9 @@ def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcom
             if run.framework not in opened:
                 adapter.open_session(sweep, out_dir)
                 opened[run.framework] = adapter
+            for name, other in opened.items():
+                if name != run.framework:
+                    other.suspend()
             progress.start(_label(run))
             launch = adapter.launch(run, out_dir / "runs" / run.run_id)
             if launch.status == "ok" and not adapter.records_here(sweep):

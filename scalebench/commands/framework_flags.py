@@ -34,7 +34,7 @@ def add_framework_flags(p: argparse.ArgumentParser, training: bool = True) -> No
                        help="save a Horovod timeline next to the results")
     g = p.add_argument_group("Ray Train")
     g.add_argument("--ray-address", help="auto, HOST:PORT or ray://HOST:10001 (default: embedded)")
-    g.add_argument("--placement", help="PACK or SPREAD")
+    g.add_argument("--placement", help="Ray placement: PACK, SPREAD, STRICT_PACK or STRICT_SPREAD")
 
 
 def section_values(args: argparse.Namespace) -> dict[str, dict]:

@@ -46,6 +46,10 @@ class Framework:
     def close_session(self) -> None:
         """Called once at the end of the sweep, also on error or Ctrl-C."""
 
+    def suspend(self) -> None:
+        """Another framework's run comes next: release what an idle session holds
+        (Ray's embedded cluster would take CPU time from that run's measurement)."""
+
     def launch(self, spec: RunSpec, run_dir: Path) -> LaunchOutcome:
         raise NotImplementedError
 
