@@ -24,8 +24,13 @@ SUMMARY_COLUMNS = [
 
 
 def config_key(record: dict) -> tuple:
+    """Runs that may be compared across worker counts. Weak scaling keeps the per-worker batch,
+    strong scaling the global batch, so that is the batch that must match."""
     device_kind = record.get("env", {}).get("device_kind", record.get("device"))
-    return tuple(record.get(f) for f in CONFIG_FIELDS) + (device_kind,)
+    batch = record.get("global_batch") if record.get("scaling") == "strong" else \
+        record.get("batch_size")
+    return tuple(batch if f == "batch_size" else record.get(f) for f in CONFIG_FIELDS) + \
+        (device_kind,)
 
 
 def latest_ok(records: list[dict]) -> list[dict]:

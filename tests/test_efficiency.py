@@ -82,3 +82,10 @@ def test_summary_rows_keep_configurations_apart():
     assert vgg["efficiency"] == pytest.approx(1.0)
     resnet2 = [r for r in rows if r["model"] == "resnet101" and r["world_size"] == 2][0]
     assert resnet2["efficiency_vs_best"] == pytest.approx(0.9)
+
+
+def test_strong_scaling_baseline_matches_the_global_batch():
+    one = {**_record("ddp", 1, [10.0, 10.0]), "scaling": "strong", "batch_size": 8, "global_batch": 8}
+    two = {**_record("ddp", 2, [16.0, 16.0]), "scaling": "strong", "batch_size": 4, "global_batch": 8}
+    rows = {r["world_size"]: r for r in analysis.summary_rows([one, two])}
+    assert rows[2]["efficiency"] == pytest.approx(0.8)
