@@ -72,7 +72,9 @@ def summary_rows(records: list[dict]) -> list[dict]:
             "efficiency_per_node": None,
         }
         base = one_worker.get(config_key(r) + (r["framework"],))
-        if base is not None:
+        if base is r:  # a run against itself is exactly 1, with no uncertainty
+            row.update(efficiency=1.0)
+        elif base is not None:
             e = stats.efficiency(s, r["world_size"], summaries[id(base)])
             row.update(efficiency=e.value, efficiency_ci95_low=e.ci_low,
                        efficiency_ci95_high=e.ci_high)
