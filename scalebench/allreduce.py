@@ -28,6 +28,7 @@ from typing import Any, TextIO
 from scalebench import results, stats
 from scalebench.comm import Comm
 from scalebench.errors import UserError
+from scalebench.frameworks.base import Sessions
 from scalebench.results import SCHEMA_VERSION, RecordError, now_iso
 
 KIND = "allreduce"
@@ -214,14 +215,7 @@ def validate_fields(record: dict[str, Any]) -> None:
     fields = dict(FIELDS)
     if record.get("status") == "ok":
         fields.update(OK_FIELDS)
-    for name, types in fields.items():
-        if name not in record:
-            raise RecordError(f"missing field {name!r}")
-        value = record[name]
-        if float in types and isinstance(value, int) and not isinstance(value, bool):
-            continue
-        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
-            raise RecordError(f"field {name!r} has type {type(value).__name__}")
+    results.check_fields(record, fields)
     if record["size_bytes"] <= 0:
         raise RecordError("size_bytes must be above 0")
     if record.get("status") == "ok":
@@ -376,7 +370,7 @@ def run_allreduce(sweep, sizes: Sequence[int], dtype: str = "float32",
     outcome.out_dir.mkdir(parents=True, exist_ok=True)
     results_path = outcome.out_dir / results.RESULTS_FILE
     env = envinfo.collect(device.device, device.backend)
-    opened: dict[str, Any] = {}
+    sessions = Sessions(sweep, outcome.out_dir)
 
     def emit(records: list[dict]) -> None:
         for record in records:
@@ -391,12 +385,7 @@ def run_allreduce(sweep, sizes: Sequence[int], dtype: str = "float32",
             if not available:
                 emit(build_records(spec, None, env, skipped_reason=reason))
                 continue
-            if spec.framework not in opened:
-                adapter.open_session(sweep, outcome.out_dir)
-                opened[spec.framework] = adapter
-                for name, other in opened.items():
-                    if name != spec.framework:
-                        other.suspend()
+            sessions.activate(adapter)
             print(f"[{index}/{len(specs)}] {spec.framework} x{spec.world_size}: "
                   f"{len(spec.sizes)} sizes ...", file=stream, flush=True)
             launch = adapter.launch(spec, outcome.out_dir / "runs" / spec.run_id)
@@ -416,6 +405,5 @@ def run_allreduce(sweep, sizes: Sequence[int], dtype: str = "float32",
         print(f"interrupted: children stopped; points so far are in {results_path}",
               file=stream, flush=True)
     finally:
-        for adapter in opened.values():
-            adapter.close_session()
+        sessions.close_all()
     return outcome

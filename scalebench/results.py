@@ -69,6 +69,19 @@ class RecordError(ValueError):
     pass
 
 
+def check_fields(record: dict[str, Any], fields: dict[str, tuple[type, ...]]) -> None:
+    """Every field present with an allowed type (an int passes for a float, a bool never
+    for an int); RecordError names the first that is not."""
+    for name, types in fields.items():
+        if name not in record:
+            raise RecordError(f"missing field {name!r}")
+        value = record[name]
+        if float in types and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            raise RecordError(f"field {name!r} has type {type(value).__name__}")
+
+
 def validate(record: dict[str, Any]) -> None:
     """Raise RecordError naming the first bad field."""
     if record.get("schema_version") != SCHEMA_VERSION:
@@ -81,14 +94,7 @@ def validate(record: dict[str, Any]) -> None:
         fields.update(TRAIN_FIELDS)
         if record.get("status") == "ok":
             fields.update(OK_FIELDS)
-    for name, types in fields.items():
-        if name not in record:
-            raise RecordError(f"missing field {name!r}")
-        value = record[name]
-        if float in types and isinstance(value, int) and not isinstance(value, bool):
-            continue
-        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
-            raise RecordError(f"field {name!r} has type {type(value).__name__}")
+    check_fields(record, fields)
     if record["status"] not in STATUSES:
         raise RecordError(f"status {record['status']!r} not one of {', '.join(STATUSES)}")
     if record["status"] != "ok" and not record.get("error"):
