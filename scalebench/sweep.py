@@ -8,7 +8,7 @@ from pathlib import Path
 
 from scalebench import devices, envinfo, frameworks, plan, report, results
 from scalebench.config import RunSpec, SweepSpec
-from scalebench.frameworks.base import Framework, LaunchOutcome
+from scalebench.frameworks.base import LaunchOutcome, Sessions
 from scalebench.progress import Progress
 
 
@@ -51,7 +51,7 @@ def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcom
         if moved:
             progress.note(f"previous results moved to {moved}")
     env = envinfo.collect(device.device, device.backend)
-    opened: dict[str, Framework] = {}
+    sessions = Sessions(sweep, out_dir)
     try:
         for run in runs:
             if run.key() in done:
@@ -66,12 +66,7 @@ def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcom
                 outcome.records.append(record)
                 progress.skip(_label(run), f"SKIPPED - {reason}")
                 continue
-            if run.framework not in opened:
-                adapter.open_session(sweep, out_dir)
-                opened[run.framework] = adapter
-            for name, other in opened.items():
-                if name != run.framework:
-                    other.suspend()
+            sessions.activate(adapter)
             progress.start(_label(run))
             launch = adapter.launch(run, out_dir / "runs" / run.run_id)
             if launch.status == "ok" and not adapter.records_here(sweep):
@@ -92,8 +87,7 @@ def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcom
                       f"{results_path}; continue with --resume")
     finally:
         progress.close()
-        for adapter in opened.values():
-            adapter.close_session()
+        sessions.close_all()
     if results_path.is_file():
         records, problems = results.load([results_path])
         outcome.outputs = report.write_all(records, problems, out_dir)

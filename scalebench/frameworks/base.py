@@ -56,3 +56,25 @@ class Framework:
     def records_here(self, sweep: SweepSpec) -> bool:
         """False on nodes other than the one that writes results (multi-node launches)."""
         return True
+
+
+class Sessions:
+    """The framework sessions of one sweep: opened on first use, idle ones suspended while
+    another framework runs, all closed at the end (also on error or Ctrl-C)."""
+
+    def __init__(self, sweep: SweepSpec, out_dir: Path):
+        self.sweep = sweep
+        self.out_dir = out_dir
+        self.opened: dict[str, Framework] = {}
+
+    def activate(self, adapter: Framework) -> None:
+        if adapter.name not in self.opened:
+            adapter.open_session(self.sweep, self.out_dir)
+            self.opened[adapter.name] = adapter
+        for name, other in self.opened.items():
+            if name != adapter.name:
+                other.suspend()
+
+    def close_all(self) -> None:
+        for adapter in self.opened.values():
+            adapter.close_session()
