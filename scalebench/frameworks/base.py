@@ -32,6 +32,13 @@ class Framework:
     """One framework adapter. Subclasses set name and implement available() and launch()."""
 
     name: str = ""
+    # Options that change the timed step: part of a configuration's identity (identity.py).
+    step_options: tuple[str, ...] = ()
+    default_bucket_bytes: int = 25 * 2**20
+
+    def bucket_bytes(self, options: dict) -> int:
+        """Gradient bytes per allreduce message (DDP bucket, Horovod fusion buffer)."""
+        return self.default_bucket_bytes
 
     def available(self) -> tuple[bool, str]:
         """(True, version) or (False, reason and the command that fixes it)."""

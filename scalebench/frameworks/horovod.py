@@ -86,6 +86,12 @@ def horovodrun_command(spec: RunSpec, run_dir: Path) -> list[str]:
 
 class Horovod(Framework):
     name = "horovod"
+    step_options = ("fp16_allreduce", "fusion_threshold_mb", "cycle_time_ms", "timeline")
+    default_bucket_bytes = 128 * 2**20  # HOROVOD_FUSION_THRESHOLD since Horovod 0.21
+
+    def bucket_bytes(self, options: dict) -> int:
+        mb = options.get("fusion_threshold_mb")
+        return self.default_bucket_bytes if mb is None else int(mb * 2**20)
 
     def available(self) -> tuple[bool, str]:
         return check_installation()

@@ -182,6 +182,7 @@ class EmbeddedCluster:
 
 class RayTrain(Framework):
     name = "ray"
+    step_options = ("placement",)
 
     def __init__(self):
         self._available: tuple[bool, str] | None = None
