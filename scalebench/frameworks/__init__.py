@@ -6,6 +6,7 @@ line in PACKAGES.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Mapping
 from typing import Any
@@ -43,3 +44,12 @@ def bucket_bytes(framework: str, options: Mapping[str, Any] | None) -> int | Non
     if framework not in PACKAGES:
         return None
     return get(framework).bucket_bytes(dict(options or {}))
+
+
+def default_step_options(framework: str | None) -> dict[str, Any]:
+    """The step options' default values (what a run without that option uses)."""
+    if framework not in PACKAGES:
+        return {}
+    adapter = get(framework)
+    defaults = dataclasses.asdict(adapter.options_type())
+    return {k: defaults.get(k) for k in adapter.step_options}

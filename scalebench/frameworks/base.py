@@ -34,6 +34,7 @@ class Framework:
     name: str = ""
     # Options that change the timed step: part of a configuration's identity (identity.py).
     step_options: tuple[str, ...] = ()
+    options_type: type = object  # the frozen options dataclass
     default_bucket_bytes: int = 25 * 2**20
 
     def bucket_bytes(self, options: dict) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from scalebench import config
 from scalebench.config import RunSpec, SweepSpec
 from scalebench.envinfo import package_version
 from scalebench.frameworks import process
@@ -29,6 +30,7 @@ def torchrun_command(spec: RunSpec, run_dir: Path) -> list[str]:
 
 class DDP(Framework):
     name = "ddp"
+    options_type = config.DDPOptions
 
     def available(self) -> tuple[bool, str]:
         version = package_version("torch")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from scalebench import config
 from scalebench.config import HorovodOptions, RunSpec, SweepSpec
 from scalebench.frameworks import process
 from scalebench.frameworks.base import Framework, LaunchOutcome
@@ -86,6 +87,7 @@ def horovodrun_command(spec: RunSpec, run_dir: Path) -> list[str]:
 
 class Horovod(Framework):
     name = "horovod"
+    options_type = config.HorovodOptions
     step_options = ("fp16_allreduce", "fusion_threshold_mb", "cycle_time_ms", "timeline")
     default_bucket_bytes = 128 * 2**20  # HOROVOD_FUSION_THRESHOLD since Horovod 0.21
 

@@ -24,6 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
+from scalebench import config
 from scalebench.config import RunSpec, SweepSpec
 from scalebench.envinfo import cpu_cores
 from scalebench.frameworks import process, ray_resources
@@ -182,6 +183,7 @@ class EmbeddedCluster:
 
 class RayTrain(Framework):
     name = "ray"
+    options_type = config.RayOptions
     step_options = ("placement",)
 
     def __init__(self):

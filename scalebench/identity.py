@@ -1,0 +1,130 @@
+"""Which records are the same configuration, which run is a run's efficiency baseline, and which
+planned run is already done (--resume). Every other module asks here.
+
+A train configuration is: framework, model, workers, nodes, per-worker batch, image size,
+precision, device kind, scaling, data, and the framework options that change the timed step
+(frameworks.step_options: Horovod fp16 compression, fusion threshold, cycle time, timeline; DDP
+bucket size; Ray placement). Two records that differ only in a step option are two rows.
+
+Efficiency baselines: weak scaling keeps the per-worker batch, so the baseline of an N-worker run
+is the one-worker run with the same per-worker batch; strong scaling keeps the global batch, so
+it is the one-worker run whose batch is the whole global batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scalebench import frameworks
+
+# The fields of a train configuration key, in order; "step_options" is a canonical JSON text.
+CONFIG_FIELDS = ("framework", "model", "world_size", "nodes", "batch_size", "image_size",
+                 "precision", "device_kind", "scaling", "data", "step_options")
+# A scaling series: the configuration without what varies along it (framework, workers, nodes)
+# and with the batch that scaling holds fixed.
+SERIES_FIELDS = ("model", "scaling_batch", "image_size", "precision", "device_kind", "scaling",
+                 "data")
+# Planned-run identity for --resume: the resolved device, every option as given.
+RESUME_FIELDS = ("kind", "framework", "model", "world_size", "nodes", "batch_size", "image_size",
+                 "precision", "device", "scaling", "data")
+
+
+def device_kind(record: Mapping[str, Any]) -> str | None:
+    """The accelerator model on GPUs, "cpu" on CPUs (from the record's environment)."""
+    return (record.get("env") or {}).get("device_kind") or record.get("device")
+
+
+def step_options_text(record: Mapping[str, Any]) -> str:
+    """The record's step-changing options as canonical JSON ("{}" when none)."""
+    return json.dumps(frameworks.step_options(record.get("framework"), record.get("options")),
+                      sort_keys=True, default=str)
+
+
+def step_label(record: Mapping[str, Any]) -> str:
+    """Short words for the step options that differ from the framework's defaults, e.g.
+    "fp16_allreduce, fusion_threshold_mb=32" ("" when none is set)."""
+    opts = json.loads(step_options_text(record))
+    defaults = frameworks.default_step_options(record.get("framework"))
+    parts = []
+    for name, value in sorted(opts.items()):
+        if defaults.get(name) == value:
+            continue
+        parts.append(name if value is True else f"{name}={value}")
+    return ", ".join(parts)
+
+
+def scaling_batch(record: Mapping[str, Any]) -> Any:
+    """The batch that scaling holds fixed: per worker (weak) or in total (strong)."""
+    return record.get("global_batch") if record.get("scaling") == "strong" else \
+        record.get("batch_size")
+
+
+def config_key(record: Mapping[str, Any]) -> tuple:
+    """The configuration of a train record (or summary row): values of CONFIG_FIELDS."""
+    values = dict(record)
+    values["device_kind"] = device_kind(record)
+    values["step_options"] = step_options_text(record)
+    return tuple(values.get(f) for f in CONFIG_FIELDS)
+
+
+def key_dict(key: Sequence) -> dict[str, Any]:
+    return dict(zip(CONFIG_FIELDS, key, strict=True))
+
+
+def with_changes(key: Sequence, **changes: Any) -> tuple:
+    values = key_dict(key)
+    values.update(changes)
+    return tuple(values[f] for f in CONFIG_FIELDS)
+
+
+def baseline_key(record: Mapping[str, Any], world_size: int = 1) -> tuple:
+    """The configuration key of this run's efficiency baseline: the same framework and options
+    on one node at `world_size` workers (1: the one-worker baseline; a full node's worker count
+    for per-node efficiency), with the per-worker batch that keeps the scaled batch fixed."""
+    batch = record.get("batch_size")
+    if record.get("scaling") == "strong":
+        batch = record.get("global_batch") // world_size
+    return with_changes(config_key(record), world_size=world_size, nodes=1, batch_size=batch)
+
+
+def series_key(record: Mapping[str, Any]) -> tuple:
+    """Runs along one scaling curve, across frameworks: values of SERIES_FIELDS."""
+    values = dict(record)
+    values["device_kind"] = device_kind(record)
+    values["scaling_batch"] = scaling_batch(record)
+    return tuple(values.get(f) for f in SERIES_FIELDS)
+
+
+def line_key(record: Mapping[str, Any]) -> tuple:
+    """One line within a series: the framework and its step options."""
+    return (record.get("framework"), step_options_text(record))
+
+
+def describe(key: Sequence) -> str:
+    """A configuration key in words, e.g. "vgg16 horovod x2 fp32 b2 75px cpu weak"."""
+    k = key_dict(key)
+    nodes = f" {k['nodes']} nodes" if k["nodes"] and k["nodes"] > 1 else ""
+    opts = json.loads(k["step_options"] or "{}")
+    defaults = frameworks.default_step_options(k["framework"])
+    extra = [name if v is True else f"{name}={v}" for name, v in sorted(opts.items())
+             if defaults.get(name) != v]
+    return (f"{k['model']} {k['framework']} x{k['world_size']}{nodes} {k['precision']} "
+            f"b{k['batch_size']} {k['image_size']}px {k['device_kind']} {k['scaling']}"
+            + ("" if k["data"] == "synthetic" else f" {k['data']}")
+            + (f" [{', '.join(extra)}]" if extra else ""))
+
+
+def resume_key(record: Mapping[str, Any]) -> tuple:
+    """A planned run and the record it left share this key (kind, resolved device, every
+    option as given, and the repeat index where there is one)."""
+    options = json.dumps(record.get("options") or {}, sort_keys=True, default=str)
+    return tuple(record.get(f) for f in RESUME_FIELDS) + (
+        record.get("size_bytes"), record.get("dtype"), record.get("repeat"), options)
+
+
+def allreduce_point_key(record: Mapping[str, Any]) -> tuple:
+    """One allreduce measurement point: framework, workers, nodes, dtype, device, size."""
+    return (record["framework"], record["world_size"], record["nodes"], record["dtype"],
+            record["device"], device_kind(record), record["size_bytes"])
