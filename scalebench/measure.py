@@ -16,7 +16,7 @@ from typing import Any
 
 from scalebench import workloads
 from scalebench.comm import Comm
-from scalebench.config import RunSpec
+from scalebench.launch import Job
 
 AUTOCAST_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 LEARNING_RATE = 0.01
@@ -31,10 +31,10 @@ def set_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def pick_device(spec: RunSpec, comm: Comm):
+def pick_device(device: str, comm: Comm):
     import torch
 
-    if spec.device == "cuda":
+    if device == "cuda":
         index = comm.device_index()
         torch.cuda.set_device(index)
         torch.backends.cudnn.benchmark = True
@@ -42,7 +42,7 @@ def pick_device(spec: RunSpec, comm: Comm):
     return torch.device("cpu")
 
 
-def synthetic_batches(spec: RunSpec, device) -> Iterator[tuple[Any, Any]]:
+def synthetic_batches(spec, device) -> Iterator[tuple[Any, Any]]:
     """One random batch generated once on the device and reused (as tf_cnn_benchmarks does)."""
     import torch
 
@@ -55,7 +55,7 @@ def synthetic_batches(spec: RunSpec, device) -> Iterator[tuple[Any, Any]]:
         yield images, target
 
 
-def imagefolder_batches(spec: RunSpec, comm: Comm, device) -> Iterator[tuple[Any, Any]]:
+def imagefolder_batches(spec, comm: Comm, device) -> Iterator[tuple[Any, Any]]:
     """A real input pipeline: ImageFolder, ImageNet training transforms, DistributedSampler."""
     import torchvision.transforms as T
     from torch.utils.data import DataLoader
@@ -88,7 +88,7 @@ def imagefolder_batches(spec: RunSpec, comm: Comm, device) -> Iterator[tuple[Any
         epoch += 1
 
 
-def make_step(spec: RunSpec, comm: Comm, model, optimizer, batches, device) -> Callable[[], Any]:
+def make_step(spec, comm: Comm, model, optimizer, batches, device) -> Callable[[], Any]:
     import torch
 
     criterion = torch.nn.CrossEntropyLoss()
@@ -124,13 +124,14 @@ def synchronize(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run(spec: RunSpec, comm: Comm, clock: Callable[[], float] = time.perf_counter) -> dict | None:
+def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) -> dict | None:
     """Build, wrap, warm up, time. Returns the gathered samples on rank 0, None elsewhere."""
     import torch
 
-    set_threads(spec.threads_per_worker)
+    spec = job.task  # tasks.train.TrainSpec
+    set_threads(job.launch.threads_per_worker)
     torch.manual_seed(0)
-    device = pick_device(spec, comm)
+    device = pick_device(job.launch.device, comm)
     model, aux = workloads.build_model(spec.model, spec.image_size)
     model = model.to(device)
     model.train()
@@ -169,7 +170,7 @@ def run(spec: RunSpec, comm: Comm, clock: Callable[[], float] = time.perf_counte
     local = {
         "window_seconds": windows,
         "hostname": socket.gethostname(),
-        "device_name": _device_name(device),
+        "device_name": device_name(device),
         "threads": torch.get_num_threads(),
         "final_loss": final_loss,
         "param_checksum": param_checksum(model),
@@ -201,7 +202,7 @@ def param_checksum(model) -> float:
         return float(sum(p.detach().double().sum() for p in model.parameters()).item())
 
 
-def _device_name(device) -> str:
+def device_name(device) -> str:
     import torch
 
     if device.type == "cuda":

@@ -1,4 +1,4 @@
-"""Progress of a sweep: a live line per run on a terminal, one result line per finished run."""
+"""Progress of a sweep: a live line per run on a terminal, result lines per finished run."""
 
 from __future__ import annotations
 
@@ -19,14 +19,15 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def result_line(record: dict, index: int, total: int, elapsed: float) -> str:
-    head = (f"[{index}/{total}] {record['model']} {record['framework']} "
-            f"x{record['world_size']} {record['precision']}")
-    if record["status"] == "ok":
-        lo, hi = record["images_per_sec_ci95"]
-        ci = f" (95% CI {lo:.2f}-{hi:.2f})" if lo is not None else ""
-        return f"{head}: {record['images_per_sec']:.2f} images/s{ci} in {_duration(elapsed)}"
-    return f"{head}: {record['status'].upper()} - {record['error']}"
+def result_lines(records: list[dict], index: int, total: int, elapsed: float) -> list[str]:
+    """[k/n] and each record's own line (its task says how); one record per line."""
+    from scalebench import tasks
+
+    lines = [tasks.get(r["kind"]).result_line(r) for r in records]
+    took = f" in {_duration(elapsed)}"
+    if len(records) == 1:
+        return [f"[{index}/{total}] {lines[0]}" + (took if records[0]["status"] == "ok" else "")]
+    return [f"[{index}/{total}] done{took}:"] + [f"  {line}" for line in lines]
 
 
 class Progress:
@@ -78,13 +79,15 @@ class Progress:
             self._ticker = None
             self.stream.write("\r\033[K")
 
-    def finish(self, record: dict) -> None:
+    def finish(self, records: list[dict]) -> None:
+        """The launched job ended with these records."""
         self._stop_ticker()
         elapsed = self.clock() - self._run_start if self._run_start is not None else 0.0
         self.done += 1
         self.spent += elapsed
         self.launched += 1
-        self.stream.write(result_line(record, self.done, self.total, elapsed) + "\n")
+        for line in result_lines(records, self.done, self.total, elapsed):
+            self.stream.write(line + "\n")
         self.stream.flush()
 
     def finish_elsewhere(self, label: str) -> None:

@@ -10,23 +10,30 @@ from pathlib import Path
 
 import pytest
 
-from scalebench import allreduce, cli, config, devices, frameworks, results
+from scalebench import analysis, cli, config, devices, frameworks, results, tasks, units
 from scalebench import scaling_model as sm
 from scalebench.comm import SingleProcessComm
 from scalebench.errors import UserError
-from scalebench.frameworks import worker_io
+from scalebench.frameworks import ddp, worker_io
 from scalebench.frameworks.base import Framework, LaunchOutcome
+from scalebench.launch import Job, LaunchSpec
+from scalebench.sweep import run_allreduce
+from scalebench.tasks import allreduce
 from tests.conftest import cli_env, read_records
 
 CPU = devices.DeviceInfo("cpu", "gloo", 0, 4)
+LAUNCH_FIELDS = ("framework", "world_size", "nodes", "device", "backend", "timeout",
+                 "threads_per_worker")
 
 
-def spec(**overrides) -> allreduce.AllreduceSpec:
-    values = dict(run_id="ar-1", framework="ddp", world_size=2, nodes=1, device="cpu",
-                  backend="gloo", sizes=(65536, 2**20), dtype="float32", warmup=1, iters=2,
-                  trials=2, timeout=60.0, threads_per_worker=1, options={"nnodes": 1})
+def spec(**overrides) -> Job:
+    values = dict(run_id="ar-1", kind="allreduce", framework="ddp", world_size=2, nodes=1,
+                  device="cpu", backend="gloo", sizes=(65536, 2**20), dtype="float32", warmup=1,
+                  iters=2, trials=2, timeout=60.0, threads_per_worker=1)
     values.update(overrides)
-    return allreduce.AllreduceSpec(**values)
+    launch = LaunchSpec(**{k: values.pop(k) for k in LAUNCH_FIELDS}, options=ddp.Options())
+    run_id, kind = values.pop("run_id"), values.pop("kind")
+    return Job(run_id, kind, launch, allreduce.AllreduceSpec(**values))
 
 
 # ---------------------------------------------------------------- sizes
@@ -36,13 +43,13 @@ def spec(**overrides) -> allreduce.AllreduceSpec:
     ("2MiB", 2**21), ("100MB", 10**8), ("4kB", 4000), ("4096", 4096), ("1.5K", 1536),
 ])
 def test_sizes_are_nccl_tests_binary(text, expected):
-    assert allreduce.parse_size(text) == expected
+    assert units.parse_size(text) == expected
 
 
 @pytest.mark.parametrize("text", ["0", "1Q", "M", "0.1K", "-1M", "1.5"])
 def test_bad_sizes(text):
     with pytest.raises(UserError, match="sizes"):
-        allreduce.parse_size(text)
+        units.parse_size(text)
 
 
 def test_sizes_list_sorted_unique_and_whole_elements():
@@ -50,7 +57,7 @@ def test_sizes_list_sorted_unique_and_whole_elements():
     with pytest.raises(UserError, match="whole number of float32"):
         allreduce.parse_sizes("6", "float32")
     assert allreduce.parse_sizes("6", "float16") == (6,)
-    assert allreduce.format_size(2**20) == "1 MiB" and allreduce.format_size(100) == "100 B"
+    assert units.format_size(2**20) == "1 MiB" and units.format_size(100) == "100 B"
 
 
 def test_busbw_factor_is_nccl_tests():
@@ -61,9 +68,9 @@ def test_busbw_factor_is_nccl_tests():
 
 def test_spec_round_trips_through_the_worker_dispatch():
     s = spec()
-    assert allreduce.AllreduceSpec.from_json(s.to_json()) == s
-    assert worker_io.parse_spec(s.to_json()) == s
-    assert worker_io.TASKS[s.kind][0] == "scalebench.allreduce"
+    assert Job.from_json(s.to_json()) == s
+    assert worker_io.parse_job(s.to_json()) == s
+    assert tasks.KINDS[s.kind] == "scalebench.tasks.allreduce"
 
 
 @pytest.mark.parametrize("bad", [dict(kind="train"), dict(dtype="int8"), dict(sizes=(6,)),
@@ -92,11 +99,11 @@ def test_worker_task_checks_the_collective_really_sums():
 
 # ---------------------------------------------------------------- records
 
-def ok_outcome(s: allreduce.AllreduceSpec) -> LaunchOutcome:
+def ok_outcome(s: Job) -> LaunchOutcome:
     # rank 1 is the slower one in trial 0, rank 0 in trial 1
     windows = {65536: [[0.002, 0.004], [0.003, 0.002]], 2**20: [[0.02, 0.04], [0.03, 0.02]]}
     return LaunchOutcome("ok", {
-        "points": [{"size_bytes": size, "window_seconds": windows[size]} for size in s.sizes],
+        "points": [{"size_bytes": size, "window_seconds": windows[size]} for size in s.task.sizes],
         "hostnames": ["h", "h"], "device_names": ["cpu", "cpu"], "threads": [1, 1]},
         launch_unix=0.0)
 
@@ -121,13 +128,13 @@ def test_failed_and_skipped_launches_give_one_record_per_size(tmp_path):
         s, LaunchOutcome("failed", None, "rank 1: boom", "tail"), {})
     skipped = allreduce.build_records(s, None, {}, skipped_reason="horovod is not installed")
     assert [r["status"] for r in failed + skipped] == ["failed"] * 2 + ["skipped"] * 2
-    assert [r["size_bytes"] for r in skipped] == list(s.sizes)
+    assert [r["size_bytes"] for r in skipped] == list(s.task.sizes)
     path = tmp_path / "results.jsonl"
     for record in failed + skipped + allreduce.build_records(s, ok_outcome(s), {}):
         results.append(path, record)
     loaded, problems = results.load([path])
     assert len(loaded) == 6 and not problems
-    assert [r["size_bytes"] for r in allreduce.latest_points(loaded)] == list(s.sizes)
+    assert [r["size_bytes"] for r in analysis.latest_allreduce_points(loaded)] == list(s.task.sizes)
 
 
 @pytest.mark.parametrize("change, message", [
@@ -161,10 +168,11 @@ def sweep(**values) -> config.SweepSpec:
 
 def test_plan_one_spec_per_framework_and_worker_count():
     specs = allreduce.plan(sweep(), (2**20,), "float32", CPU, stamp="t")
-    assert [(s.framework, s.world_size, s.threads_per_worker) for s in specs] == \
+    assert [(s.launch.framework, s.launch.world_size, s.launch.threads_per_worker)
+            for s in specs] == \
         [("ddp", 2, 2), ("ddp", 4, 1)]
     assert len({s.run_id for s in specs}) == 2
-    assert allreduce.plan(sweep(workers=None), (2**20,), "float32", CPU)[0].world_size == 2
+    assert allreduce.plan(sweep(workers=None), (2**20,), "float32", CPU)[0].launch.world_size == 2
 
 
 def test_plan_rejects_one_worker():
@@ -174,6 +182,7 @@ def test_plan_rejects_one_worker():
 
 class FakeFramework(Framework):
     name = "ddp"
+    options_type = ddp.Options
 
     def __init__(self, available=True):
         self.is_available = available
@@ -182,14 +191,14 @@ class FakeFramework(Framework):
     def available(self):
         return (True, "fake") if self.is_available else (False, "not installed: pip install it")
 
-    def open_session(self, sweep, out_dir):
+    def open_session(self, options, device, out_dir):
         self.calls.append("open")
 
     def close_session(self):
         self.calls.append("close")
 
     def launch(self, spec, run_dir):
-        self.calls.append(f"launch {spec.world_size}")
+        self.calls.append(f"launch {spec.launch.world_size}")
         return ok_outcome(spec)
 
 
@@ -199,7 +208,7 @@ def test_launch_loop_appends_records_and_skips_unavailable(tmp_path, monkeypatch
     monkeypatch.setattr(frameworks, "get", lambda name: fake)
     monkeypatch.setattr(devices, "resolve", lambda requested: CPU)
     stream = io.StringIO()
-    outcome = allreduce.run_allreduce(sweep(workers="2", out=str(tmp_path)), (65536, 2**20),
+    outcome = run_allreduce(sweep(workers="2", out=str(tmp_path)), (65536, 2**20),
                                       stream=stream)
     records = read_records(tmp_path / "results.jsonl")
     assert len(records) == 2 and [r["size_bytes"] for r in records] == [65536, 2**20]
@@ -257,6 +266,6 @@ def test_a_malformed_worker_result_becomes_failed_records(tmp_path, monkeypatch)
     fake.launch = lambda spec, run_dir: LaunchOutcome("ok", {"points": []}, launch_unix=0.0)
     monkeypatch.setattr(frameworks, "get", lambda name: fake)
     monkeypatch.setattr(devices, "resolve", lambda requested: CPU)
-    allreduce.run_allreduce(sweep(workers="2", out=str(tmp_path)), (65536,), stream=io.StringIO())
+    run_allreduce(sweep(workers="2", out=str(tmp_path)), (65536,), stream=io.StringIO())
     [record] = read_records(tmp_path / "results.jsonl")
     assert record["status"] == "failed" and "unreadable worker result" in record["error"]

@@ -5,9 +5,11 @@ import sys
 
 import pytest
 
-from scalebench import config, plan
+from scalebench import config
 from scalebench.devices import DeviceInfo
 from scalebench.errors import UserError
+from scalebench.tasks import train
+from tests.plans import flat_runs as expand
 
 CPU2 = DeviceInfo("cpu", "gloo", 0, 2)
 
@@ -50,7 +52,7 @@ def test_flags_override_workload_file(tmp_path):
     merged = config.merge(config.load_workload(path), {"batch_size": "16", "horovod": {"timeline": True}})
     s = config.build_spec(merged)
     assert s.models == ("vgg16",) and s.batch_size == 16 and s.name == "w"
-    assert s.horovod.fp16_allreduce and s.horovod.timeline
+    assert s.options("horovod").fp16_allreduce and s.options("horovod").timeline
 
 
 def test_workload_file_errors(tmp_path):
@@ -79,7 +81,7 @@ def test_every_shipped_workload_validates():
 
 
 def test_plan_expands_and_checks_inputs():
-    runs = plan.expand(spec(models="resnet101,inception_v3", workers="1,2", batch_size=4,
+    runs = expand(spec(models="resnet101,inception_v3", workers="1,2", batch_size=4,
                             image_size=96), CPU2)
     assert [(r.model, r.world_size) for r in runs] == [
         ("resnet101", 1), ("resnet101", 2), ("inception_v3", 1), ("inception_v3", 2)]
@@ -89,16 +91,16 @@ def test_plan_expands_and_checks_inputs():
 
 
 def test_plan_native_sizes_and_aux_head():
-    runs = plan.expand(spec(models="inception_v3,vgg16", workers="1", batch_size=2), CPU2)
+    runs = expand(spec(models="inception_v3,vgg16", workers="1", batch_size=2), CPU2)
     assert [(r.model, r.image_size, r.aux_logits) for r in runs] == [
         ("inception_v3", 299, True), ("vgg16", 224, False)]
 
 
 def test_plan_default_workers_are_powers_of_two():
-    assert plan.default_workers(8) == (1, 2, 4, 8)
-    assert plan.default_workers(6) == (1, 2, 4)
-    assert plan.default_workers(4, nnodes=2) == (2, 4, 8)
-    assert [r.world_size for r in plan.expand(spec(models="vgg16", image_size=64), CPU2)] == [1, 2]
+    assert train.default_workers(8) == (1, 2, 4, 8)
+    assert train.default_workers(6) == (1, 2, 4)
+    assert train.default_workers(4, nnodes=2) == (2, 4, 8)
+    assert [r.world_size for r in expand(spec(models="vgg16", image_size=64), CPU2)] == [1, 2]
 
 
 @pytest.mark.parametrize("values, message", [
@@ -111,12 +113,12 @@ def test_plan_default_workers_are_powers_of_two():
 ])
 def test_plan_rejects_inputs_models_cannot_take(values, message):
     with pytest.raises(UserError) as err:
-        plan.expand(spec(**values), CPU2)
+        expand(spec(**values), CPU2)
     assert str(err.value).startswith(message)
 
 
 def test_strong_scaling_splits_global_batch():
-    runs = plan.expand(spec(models="vgg16", batch_size=8, workers="1,2,4", scaling="strong",
+    runs = expand(spec(models="vgg16", batch_size=8, workers="1,2,4", scaling="strong",
                             image_size=32), CPU2)
     assert [(r.batch_size, r.global_batch) for r in runs] == [(8, 8), (4, 8), (2, 8)]
 

@@ -8,46 +8,47 @@ from pathlib import Path
 
 import pytest
 
-from scalebench import config, plan
+from scalebench import config
 from scalebench.devices import DeviceInfo
-from scalebench.frameworks import horovod
+from scalebench.frameworks.horovod import install, launcher
+from scalebench.tasks import train
 from tests.conftest import TINY, cli_env, read_records
 
-AVAILABLE, REASON = horovod.check_installation()
+AVAILABLE, REASON = install.check_installation()
 needs_horovod = pytest.mark.skipif(not AVAILABLE, reason=f"Horovod unavailable: {REASON}")
 
 
 def horovod_spec(**values):
     sweep = config.build_spec({"frameworks": "horovod", "models": "vgg16", "image_size": 32,
                                "workers": "2", **values})
-    return plan.expand(sweep, DeviceInfo("cpu", "gloo", 0, 2))[0]
+    return train.plan(sweep, DeviceInfo("cpu", "gloo", 0, 2))[0]
 
 
 def test_command_line_defaults_to_local_gloo(tmp_path):
-    cmd = horovod.horovodrun_command(horovod_spec(), tmp_path)
+    cmd = launcher.horovodrun_command(horovod_spec(), tmp_path)
     assert cmd[1:7] == ["-np", "2", "--gloo", "-H", "localhost:2", sys.executable]
-    assert cmd[-3:] == ["-m", "scalebench.frameworks.horovod_worker", str(tmp_path)]
+    assert cmd[-3:] == ["-m", "scalebench.frameworks.horovod.worker", str(tmp_path)]
 
 
 def test_command_line_carries_knobs_and_hosts(tmp_path):
     spec = horovod_spec(horovod={"hosts": "h1:4,h2:4", "fusion_threshold_mb": 32,
                                  "cycle_time_ms": 2.5, "timeline": True, "fp16_allreduce": True})
-    cmd = horovod.horovodrun_command(spec, tmp_path)
+    cmd = launcher.horovodrun_command(spec, tmp_path)
     joined = " ".join(cmd)
     assert "-H h1:4,h2:4" in joined
     assert "--fusion-threshold-mb 32 --cycle-time-ms 2.5" in joined
     assert f"--timeline-filename {tmp_path / 'timeline.json'}" in joined
-    assert spec.options["fp16_allreduce"] is True  # applied by the worker (hvd.Compression.fp16)
+    assert spec.launch.options.fp16_allreduce is True  # applied by the worker (hvd.Compression.fp16)
 
 
 def test_hostfile_and_planned_nodes(tmp_path):
     hostfile = tmp_path / "hosts"
     hostfile.write_text("# cluster\nnode-a slots=4\nnode-b slots=4\n")
     spec = horovod_spec(workers="2,8", horovod={"hostfile": str(hostfile)})
-    assert "--hostfile" in horovod.horovodrun_command(spec, tmp_path)
-    assert horovod.slots({"hostfile": str(hostfile)}) == [("node-a", 4), ("node-b", 4)]
-    assert horovod.hosts_used([("a", 4), ("b", 4)], 4) == 1
-    assert horovod.hosts_used([("a", 4), ("b", 4)], 5) == 2
+    assert "--hostfile" in launcher.horovodrun_command(spec, tmp_path)
+    assert launcher.slots({"hostfile": str(hostfile)}) == [("node-a", 4), ("node-b", 4)]
+    assert launcher.hosts_used([("a", 4), ("b", 4)], 4) == 1
+    assert launcher.hosts_used([("a", 4), ("b", 4)], 5) == 2
 
 
 def sweep(out: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:

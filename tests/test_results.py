@@ -6,21 +6,24 @@ import json
 import pytest
 
 from scalebench import results
-from scalebench.config import RunSpec
+from scalebench.frameworks import ddp
 from scalebench.frameworks.base import LaunchOutcome
+from scalebench.launch import Job, LaunchSpec
 from scalebench.progress import Progress
+from scalebench.tasks import train
 
-SPEC = RunSpec(run_id="001-ddp-vgg16-w2-fp32", framework="ddp", model="vgg16", world_size=2,
-               nodes=1, batch_size=4, global_batch=8, image_size=64, aux_logits=False,
-               precision="fp32", device="cpu", backend="gloo", scaling="weak", data="synthetic",
-               warmup=1, iters=5, trials=2, timeout=60, threads_per_worker=1, loader_workers=0,
-               params=138_357_544, options={})
+SPEC = Job("001-ddp-vgg16-w2-fp32", "train",
+           LaunchSpec(framework="ddp", world_size=2, nodes=1, device="cpu", backend="gloo",
+                      timeout=60, threads_per_worker=1, options=ddp.Options()),
+           train.TrainSpec(model="vgg16", batch_size=4, global_batch=8, image_size=64,
+                           aux_logits=False, precision="fp32", scaling="weak", data="synthetic",
+                           warmup=1, iters=5, trials=2, loader_workers=0, params=138_357_544))
 RESULT = {"window_seconds": [[1.0, 2.0], [2.0, 1.0]], "hostnames": ["a", "a"],
           "first_timed_step_unix": 105.0, "train_start_unix": 103.0, "warmup_seconds": 1.5}
 
 
 def test_ok_record_from_outcome():
-    record = results.train_record(SPEC, LaunchOutcome("ok", RESULT, launch_unix=100.0), {"x": 1})
+    record = train.build_record(SPEC, LaunchOutcome("ok", RESULT, launch_unix=100.0), {"x": 1})
     # 8 images x 5 iters per window, slowest rank 2 s in both trials
     assert record["trial_images_per_sec"] == [20.0, 20.0]
     assert record["images_per_sec"] == 20.0
@@ -31,15 +34,15 @@ def test_ok_record_from_outcome():
 
 
 def test_failed_and_skipped_records_carry_reason():
-    failed = results.train_record(SPEC, LaunchOutcome("failed", None, error="rank 1: boom",
+    failed = train.build_record(SPEC, LaunchOutcome("failed", None, error="rank 1: boom",
                                                       stderr_tail="tb"), {})
     assert failed["status"] == "failed" and failed["error"] == "rank 1: boom"
-    skipped = results.train_record(SPEC, None, {}, skipped_reason="horovod missing")
+    skipped = train.build_record(SPEC, None, {}, skipped_reason="horovod missing")
     assert skipped["status"] == "skipped" and skipped["error"] == "horovod missing"
 
 
 def test_validate_rejects_bad_records():
-    good = results.train_record(SPEC, LaunchOutcome("ok", RESULT, launch_unix=100.0), {})
+    good = train.build_record(SPEC, LaunchOutcome("ok", RESULT, launch_unix=100.0), {})
     for mutate, message in [
         (lambda r: r.pop("model"), "missing field 'model'"),
         (lambda r: r.update(world_size="2"), "field 'world_size' has type str"),
@@ -55,7 +58,7 @@ def test_validate_rejects_bad_records():
 
 def test_load_skips_malformed_lines_with_line_numbers(tmp_path):
     path = tmp_path / "results.jsonl"
-    good = results.train_record(SPEC, LaunchOutcome("ok", RESULT, launch_unix=100.0), {})
+    good = train.build_record(SPEC, LaunchOutcome("ok", RESULT, launch_unix=100.0), {})
     results.append(path, good)
     with open(path, "a") as fh:
         fh.write('{"schema_version": 1, "kind": "tr\n')  # truncated by a crash
@@ -66,7 +69,7 @@ def test_load_skips_malformed_lines_with_line_numbers(tmp_path):
     assert [(p.line, p.reason.split(" (")[0]) for p in problems] == [
         (2, "malformed JSON"), (3, "not a JSON object")]
     assert str(problems[0]).startswith(f"{path}:2: skipped: malformed JSON")
-    assert results.ok_keys(path) == {SPEC.key()}
+    assert results.done_keys(path) == set(train.TASK.resume_keys(SPEC))
 
 
 def test_progress_lines_and_estimate():
@@ -76,13 +79,13 @@ def test_progress_lines_and_estimate():
     p.start("vgg16 ddp x1 fp32")
     now[0] = 10.0
     assert p.status_line() == "[1/3] vgg16 ddp x1 fp32 running 10s, 2 after this"
-    record = results.train_record(SPEC, LaunchOutcome("ok", RESULT, launch_unix=100.0), {})
-    p.finish(record)
+    record = train.build_record(SPEC, LaunchOutcome("ok", RESULT, launch_unix=100.0), {})
+    p.finish([record])
     assert p.estimate_left() == 20.0
     p.start("vgg16 ddp x2 fp32")
     now[0] = 14.0
     assert p.status_line() == "[2/3] vgg16 ddp x2 fp32 running 4s, 1 after this, ~16s left"
-    p.finish({**record, "status": "timeout", "error": "no result within 60 s"})
+    p.finish([{**record, "status": "timeout", "error": "no result within 60 s"}])
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("[1/3] vgg16 ddp x2 fp32: 20.00 images/s (95% CI ")
     assert lines[1] == "[2/3] vgg16 ddp x2 fp32: TIMEOUT - no result within 60 s"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from scalebench import allreduce, config
+from scalebench import config
+from scalebench.sweep import run_allreduce
+from scalebench.tasks import allreduce
 from scalebench.commands.framework_flags import add_framework_flags, section_values
 from scalebench.errors import UserError
 
@@ -53,10 +55,9 @@ def run(args: argparse.Namespace) -> int:
     sweep = config.build_spec(values_from_args(args))
     dtype = str(args.dtype)
     if dtype not in allreduce.DTYPES:
-        raise UserError(f"dtype: unknown value {dtype!r}; allowed: "
-                               f"{', '.join(allreduce.DTYPES)}")
+        raise UserError(f"dtype: unknown value {dtype!r}; allowed: {', '.join(allreduce.DTYPES)}")
     sizes = allreduce.parse_sizes(args.sizes, dtype)
-    outcome = allreduce.run_allreduce(sweep, sizes, dtype)
+    outcome = run_allreduce(sweep, sizes, dtype)
     ok = sum(1 for r in outcome.records if r["status"] == "ok")
     print(f"{ok} of {len(outcome.records)} points ok; appended to "
           f"{outcome.out_dir / 'results.jsonl'} (`scalebench report {outcome.out_dir}` for tables)")

@@ -18,7 +18,7 @@ PACKAGES = {
     "horovod": "scalebench.frameworks.horovod",
     "ray": "scalebench.frameworks.ray",
 }
-MODULES = PACKAGES
+
 
 
 def get(name: str) -> Framework:

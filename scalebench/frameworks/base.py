@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scalebench.config import RunSpec, SweepSpec
+from scalebench.records import STATUSES
 
-STATUSES = ("ok", "failed", "timeout", "skipped")
+if TYPE_CHECKING:
+    from scalebench.launch import Job
+
+MIB = 2**20
 
 
 @dataclass(frozen=True)
 class LaunchOutcome:
     status: str  # ok | failed | timeout (skipped is decided before launch)
-    result: dict[str, Any] | None  # measure.run's return value from rank 0
+    result: dict[str, Any] | None  # the task's worker result from rank 0
     error: str | None = None
     stderr_tail: str | None = None
     launch_unix: float | None = None
@@ -28,27 +32,48 @@ class LaunchOutcome:
             raise ValueError("an ok launch needs a result")
 
 
+@dataclass(frozen=True)
+class Flag:
+    """One command-line flag for one framework option (the workload table's key is `field`)."""
+
+    flag: str
+    field: str
+    help: str
+    switch: bool = False  # store_true
+    training_only: bool = False  # changes the training step; meaningless for allreduce
+
+
 class Framework:
-    """One framework adapter. Subclasses set name and implement available() and launch()."""
+    """One framework adapter; each lives in its own package (frameworks/<name>/)."""
 
     name: str = ""
+    title: str = ""  # the heading of its flags in --help
+    options_type: type = object  # the frozen options dataclass
+    table: Mapping[str, Callable[[Any], Any]] = {}  # workload-file key -> parser
+    flags: tuple[Flag, ...] = ()
     # Options that change the timed step: part of a configuration's identity (identity.py).
     step_options: tuple[str, ...] = ()
-    options_type: type = object  # the frozen options dataclass
-    default_bucket_bytes: int = 25 * 2**20
+    default_bucket_bytes: int = 25 * MIB
 
     def bucket_bytes(self, options: dict) -> int:
         """Gradient bytes per allreduce message (DDP bucket, Horovod fusion buffer)."""
         return self.default_bucket_bytes
 
+    def check_options(self, options: Any, workers: tuple[int, ...] | None) -> None:
+        """Consistency of the options with each other and with the worker counts (UserError)."""
+
     def available(self) -> tuple[bool, str]:
         """(True, version) or (False, reason and the command that fixes it)."""
         raise NotImplementedError
 
-    def planned_nodes(self, sweep: SweepSpec, world_size: int) -> int:
+    def fixed_nodes(self, options: Any) -> int:
+        """Nodes every run spans whatever its worker count (multi-node DDP)."""
         return 1
 
-    def open_session(self, sweep: SweepSpec, out_dir: Path) -> None:
+    def planned_nodes(self, options: Any, world_size: int) -> int:
+        return 1
+
+    def open_session(self, options: Any, device: str, out_dir: Path) -> None:
         """Called once before the first run of this framework in a sweep."""
 
     def close_session(self) -> None:
@@ -58,10 +83,10 @@ class Framework:
         """Another framework's run comes next: release what an idle session holds
         (Ray's embedded cluster would take CPU time from that run's measurement)."""
 
-    def launch(self, spec: RunSpec, run_dir: Path) -> LaunchOutcome:
+    def launch(self, job: Job, run_dir: Path) -> LaunchOutcome:
         raise NotImplementedError
 
-    def records_here(self, sweep: SweepSpec) -> bool:
+    def records_here(self, options: Any) -> bool:
         """False on nodes other than the one that writes results (multi-node launches)."""
         return True
 
@@ -70,14 +95,15 @@ class Sessions:
     """The framework sessions of one sweep: opened on first use, idle ones suspended while
     another framework runs, all closed at the end (also on error or Ctrl-C)."""
 
-    def __init__(self, sweep: SweepSpec, out_dir: Path):
-        self.sweep = sweep
+    def __init__(self, options_for: Callable[[str], Any], device: str, out_dir: Path):
+        self.options_for = options_for
+        self.device = device
         self.out_dir = out_dir
         self.opened: dict[str, Framework] = {}
 
     def activate(self, adapter: Framework) -> None:
         if adapter.name not in self.opened:
-            adapter.open_session(self.sweep, self.out_dir)
+            adapter.open_session(self.options_for(adapter.name), self.device, self.out_dir)
             self.opened[adapter.name] = adapter
         for name, other in self.opened.items():
             if name != adapter.name:

@@ -11,11 +11,12 @@ from scalebench.comm import Comm
 class TorchDistComm(Comm):
     """Wraps an initialised (or to-be-initialised from env://) torch.distributed group."""
 
-    def __init__(self, backend: str, init: bool = True):
+    def __init__(self, backend: str, init: bool = True, bucket_cap_mb: float | None = None):
         import torch.distributed as dist
 
         self._dist = dist
         self.backend = backend
+        self.bucket_cap_mb = bucket_cap_mb
         if init and not dist.is_initialized():
             dist.init_process_group(backend=backend)
         self.rank = dist.get_rank()
@@ -39,11 +40,16 @@ class TorchDistComm(Comm):
     def wrap(self, model, optimizer):
         from torch.nn.parallel import DistributedDataParallel
 
+        return DistributedDataParallel(model, **self.ddp_kwargs()), optimizer
+
+    def ddp_kwargs(self) -> dict:
+        """DistributedDataParallel's arguments: the device and the bucket size, when given."""
+        kwargs: dict = {}
         if self.backend == "nccl":
-            model = DistributedDataParallel(model, device_ids=[self.device_index()])
-        else:
-            model = DistributedDataParallel(model)
-        return model, optimizer
+            kwargs["device_ids"] = [self.device_index()]
+        if self.bucket_cap_mb is not None:
+            kwargs["bucket_cap_mb"] = self.bucket_cap_mb
+        return kwargs
 
     def close(self) -> None:
         if self._dist.is_initialized():

@@ -1,4 +1,5 @@
-"""Worker-side plumbing shared by launched workers: read the spec, run, write result or error.
+"""Worker-side plumbing shared by launched workers: read the job, run its task, write the
+result or the error.
 
 Results never travel over stdout (launchers and NCCL print freely): rank 0 writes result.json,
 a failing rank writes error-rank<N>.json with its traceback for the parent to record.
@@ -6,41 +7,31 @@ a failing rank writes error-rank<N>.json with its traceback for the parent to re
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from scalebench.comm import Comm
-from scalebench.config import RunSpec
 from scalebench.frameworks.process import RESULT_FILE, SPEC_FILE
-
-# spec "kind" -> (module, spec class, function(spec, comm) -> rank-0 result or None)
-TASKS: dict[str, tuple[str, str, str]] = {
-    "train": ("scalebench.measure", "scalebench.config:RunSpec", "run"),
-    "allreduce": ("scalebench.allreduce", "scalebench.allreduce:AllreduceSpec", "run"),
-}
+from scalebench.launch import Job, LaunchSpec
 
 
-def parse_spec(text: str) -> Any:
-    """The spec object for a worker, of the type its "kind" names."""
-    data = json.loads(text)
-    module, spec_type, _ = TASKS[data.get("kind", "train")]
-    type_module, type_name = spec_type.split(":")
-    return getattr(importlib.import_module(type_module), type_name)(**data)
+def parse_job(text: str) -> Job:
+    return Job.from_json(text)
 
 
-def execute(spec: Any, comm: Comm) -> dict | None:
-    """Run the spec's task in this worker; the same entry for launched and Ray workers."""
-    module, _, function = TASKS[spec.kind]
-    return getattr(importlib.import_module(module), function)(spec, comm)
+def execute(job: Job, comm: Comm) -> dict | None:
+    """Run the job's task in this worker (found in the task registry); the same entry for
+    launched and Ray workers."""
+    from scalebench import tasks
+
+    return tasks.get(job.kind).worker(job, comm)
 
 
-def read_spec(run_dir: Path) -> RunSpec:
-    return parse_spec((run_dir / SPEC_FILE).read_text())
+def read_job(run_dir: Path) -> Job:
+    return parse_job((run_dir / SPEC_FILE).read_text())
 
 
 def _atomic_write(path: Path, data: dict) -> None:
@@ -57,14 +48,14 @@ def write_error(run_dir: Path, rank: int, exc: BaseException) -> None:
     })
 
 
-def run_worker(run_dir: Path, make_comm: Callable[[RunSpec], Comm], rank_hint: int) -> int:
+def run_worker(run_dir: Path, make_comm: Callable[[LaunchSpec], Comm], rank_hint: int) -> int:
     """Entry point body for one launched worker. Returns the process exit code."""
     rank = rank_hint
     try:
-        spec = read_spec(run_dir)
-        comm = make_comm(spec)
+        job = read_job(run_dir)
+        comm = make_comm(job.launch)
         rank = comm.rank
-        result = execute(spec, comm)
+        result = execute(job, comm)
         if result is not None:
             _atomic_write(run_dir / RESULT_FILE, result)
         return 0

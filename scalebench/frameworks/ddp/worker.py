@@ -1,4 +1,4 @@
-"""One DDP worker, started by torchrun: python -m scalebench.frameworks.ddp_worker RUN_DIR."""
+"""One DDP worker, started by torchrun: python -m scalebench.frameworks.ddp.worker RUN_DIR."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ def main(argv: list[str]) -> int:
     run_dir = Path(argv[1])
     rank = int(os.environ.get("RANK", "0"))
 
-    def make_comm(spec):
-        return TorchDistComm(spec.backend)
+    def make_comm(launch):
+        return TorchDistComm(launch.backend, bucket_cap_mb=launch.options.bucket_cap_mb)
 
     code = run_worker(run_dir, make_comm, rank)
     import torch.distributed as dist

@@ -1,6 +1,6 @@
 """The embedded Ray cluster of one sweep, held by a small helper process.
 
-python -m scalebench.frameworks.ray_head --info FILE --num-cpus N --num-gpus G --object-store-bytes B
+python -m scalebench.frameworks.ray.head --info FILE --num-cpus N --num-gpus G --object-store-bytes B
 
 Starts a local Ray instance (dashboard off, usage stats off), writes FILE (address, session
 folder, environment a driver needs to connect), then keeps Ray up until its stdin closes: the
@@ -28,7 +28,7 @@ def _terminate(signum, frame):
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="scalebench.frameworks.ray_head")
+    parser = argparse.ArgumentParser(prog="scalebench.frameworks.ray.head")
     parser.add_argument("--info", type=Path, required=True)
     parser.add_argument("--num-cpus", type=int, required=True)
     parser.add_argument("--num-gpus", type=int, default=0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from scalebench.config import RunSpec
+from scalebench.launch import LaunchSpec
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -18,10 +18,10 @@ OBJECT_STORE_MAX = 2 * GIB
 _EPS = 1e-9
 
 
-def per_worker(spec: RunSpec) -> dict[str, float]:
+def per_worker(launch: LaunchSpec) -> dict[str, float]:
     """One CPU per worker (threads are set separately), plus one GPU on CUDA runs."""
     request = {"CPU": 1.0}
-    if spec.device == "cuda":
+    if launch.device == "cuda":
         request["GPU"] = 1.0
     return request
 

@@ -74,7 +74,7 @@ def summarize(exc: BaseException) -> str:
 
 
 def train_loop(config: dict) -> dict | None:
-    """train_loop_per_worker: run the spec; rank 0 returns the result and where workers ran.
+    """train_loop_per_worker: run the job; rank 0 returns the result and where workers ran.
 
     The node ids are gathered here, before the task, so every task kind (train, allreduce)
     reports how many nodes its workers landed on.
@@ -82,10 +82,10 @@ def train_loop(config: dict) -> dict | None:
     import ray
 
     try:
-        spec = worker_io.parse_spec(config["spec"])
-        comm = RayTorchComm(spec.backend)
+        job = worker_io.parse_job(config["job"])
+        comm = RayTorchComm(job.launch.backend)
         node_ids = comm.all_gather(ray.get_runtime_context().get_node_id())
-        result = worker_io.execute(spec, comm)
+        result = worker_io.execute(job, comm)
     except Exception as exc:  # noqa: BLE001 - travels to the driver with its traceback
         raise WorkerError(summarize(exc), traceback.format_exc()) from None
     if comm.rank != 0:

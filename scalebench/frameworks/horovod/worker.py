@@ -1,5 +1,5 @@
 """One Horovod worker, started by horovodrun:
-python -m scalebench.frameworks.horovod_worker RUN_DIR."""
+python -m scalebench.frameworks.horovod.worker RUN_DIR."""
 
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ def main(argv: list[str]) -> int:
     run_dir = Path(argv[1])
     rank = int(os.environ.get("HOROVOD_RANK", "0"))
 
-    def make_comm(spec):
-        return HorovodComm(fp16_allreduce=bool(spec.options.get("fp16_allreduce")))
+    def make_comm(launch):
+        return HorovodComm(fp16_allreduce=launch.options.fp16_allreduce)
 
     code = run_worker(run_dir, make_comm, rank)
     try:

@@ -1,4 +1,4 @@
-"""Ray Train driver of one run: python -m scalebench.frameworks.ray_driver RUN_DIR --address ADDR.
+"""Ray Train driver of one run: python -m scalebench.frameworks.ray.driver RUN_DIR --address ADDR.
 
 Started by the adapter through process.run_isolated (own session, timeout, whole-tree kill), so
 a hung fit never hangs the sweep: killing this process ends its Ray job, and Ray then stops the
@@ -21,7 +21,8 @@ import time
 import traceback
 from pathlib import Path
 
-from scalebench.frameworks import ray_resources, worker_io
+from scalebench.frameworks import worker_io
+from scalebench.frameworks.ray import resources
 from scalebench.frameworks.process import RESULT_FILE
 
 DRIVER_FILE = "ray-driver.json"
@@ -44,7 +45,7 @@ def _one_line(text: str) -> str:
 
 
 def _died(failure: BaseException) -> bool:
-    from scalebench.frameworks.ray_worker import WorkerError
+    from scalebench.frameworks.ray.worker import WorkerError
 
     text = str(failure)
     return not isinstance(failure, WorkerError) and ("died" in text or "dead" in text)
@@ -54,7 +55,7 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
     """(one-line error, traceback text) for whatever fit raised."""
     from ray.train import ControllerError, WorkerGroupError
 
-    from scalebench.frameworks.ray_worker import WorkerError
+    from scalebench.frameworks.ray.worker import WorkerError
 
     if isinstance(exc, WorkerGroupError) and exc.worker_failures:
         # A dead worker process is the cause of its peers' errors; otherwise the lowest rank.
@@ -82,32 +83,33 @@ def alive_nodes() -> list[dict[str, float]]:
     return [dict(node["Resources"]) for node in ray.nodes() if node.get("Alive")]
 
 
-def make_trainer(spec, run_dir: Path, address: str):
+def make_trainer(job, run_dir: Path, address: str):
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
-    from scalebench.frameworks.ray_worker import train_loop
+    from scalebench.frameworks.ray.worker import train_loop
 
-    threads = str(spec.threads_per_worker)
+    launch = job.launch
+    threads = str(launch.threads_per_worker)
     env_vars = {
         # Ray would set OMP_NUM_THREADS to the worker's CPU count; the shared policy wins.
         "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-        "SCALEBENCH_RUN_ID": spec.run_id,  # names the run's worker processes (ps, tests)
+        "SCALEBENCH_RUN_ID": job.run_id,  # names the run's worker processes (ps, tests)
     }
     # Ray Client drivers run remotely: a local path would name a folder on the head node.
     storage = None if address.startswith("ray://") else str(run_dir.resolve() / "ray_train")
     return TorchTrainer(
         train_loop,
-        train_loop_config={"spec": spec.to_json()},
+        train_loop_config={"job": job.to_json()},
         scaling_config=ScalingConfig(
-            num_workers=spec.world_size,
-            use_gpu=spec.device == "cuda",
-            resources_per_worker=ray_resources.per_worker(spec),
-            placement_strategy=spec.options.get("placement", "PACK"),
+            num_workers=launch.world_size,
+            use_gpu=launch.device == "cuda",
+            resources_per_worker=resources.per_worker(launch),
+            placement_strategy=launch.options.placement,
         ),
-        torch_config=TorchConfig(backend=spec.backend, timeout_s=max(60, int(spec.timeout))),
+        torch_config=TorchConfig(backend=launch.backend, timeout_s=max(60, int(launch.timeout))),
         run_config=RunConfig(
-            name=spec.run_id,
+            name=job.run_id,
             storage_path=storage,
             failure_config=FailureConfig(max_failures=0),  # a failed run is a record, not a retry
             worker_runtime_env={"env_vars": env_vars},
@@ -118,9 +120,9 @@ def make_trainer(spec, run_dir: Path, address: str):
 def run(run_dir: Path, address: str) -> int:
     stages: dict = {"stage": "starting", "driver_start_unix": time.time()}
     _write(run_dir / DRIVER_FILE, stages)
-    spec = worker_io.read_spec(run_dir)
+    job = worker_io.read_job(run_dir)
     # Our timeout governs; Ray's own 60 s worker start-up limit is too short on a loaded machine.
-    os.environ.setdefault("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", str(max(60, int(spec.timeout))))
+    os.environ.setdefault("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", str(max(60, int(job.launch.timeout))))
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
     import ray
@@ -135,14 +137,14 @@ def run(run_dir: Path, address: str) -> int:
             "traceback": "".join(traceback.format_exception(exc))})
         return 1
     stages.update(connected_unix=time.time())
-    request = ray_resources.per_worker(spec)
-    problem = ray_resources.check_fits(alive_nodes(), spec.world_size, request,
-                                       spec.options.get("placement", "PACK"))
+    request = resources.per_worker(job.launch)
+    problem = resources.check_fits(alive_nodes(), job.launch.world_size, request,
+                                   job.launch.options.placement)
     if problem:
         _write(run_dir / ERROR_FILE, {"error": problem, "traceback": ""})
         return 2
 
-    trainer = make_trainer(spec, run_dir, address)
+    trainer = make_trainer(job, run_dir, address)
     stages.update(stage="fit", fit_call_unix=time.time())
     _write(run_dir / DRIVER_FILE, stages)
     try:
@@ -168,7 +170,7 @@ def run(run_dir: Path, address: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="scalebench.frameworks.ray_driver")
+    parser = argparse.ArgumentParser(prog="scalebench.frameworks.ray.driver")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--address", required=True)
     args = parser.parse_args(argv)

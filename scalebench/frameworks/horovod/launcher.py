@@ -1,0 +1,99 @@
+"""horovodrun command and the Horovod adapter."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+from scalebench.frameworks import process
+from scalebench.frameworks.base import MIB, Framework, LaunchOutcome
+from scalebench.frameworks.horovod import options as hvd_options
+from scalebench.frameworks.horovod.install import check_installation, horovodrun_path
+from scalebench.launch import Job
+
+WORKER_MODULE = "scalebench.frameworks.horovod.worker"
+
+
+def slots(options: hvd_options.Options | dict) -> list[tuple[str, int]]:
+    """(host, slots) pairs from --hosts or a hostfile ("host slots=N" lines)."""
+    opts = options if isinstance(options, dict) else dataclasses.asdict(options)
+    if opts.get("hosts"):
+        return [(h, int(n)) for h, n in (item.split(":") for item in opts["hosts"].split(","))]
+    if opts.get("hostfile"):
+        pairs = []
+        for line in Path(opts["hostfile"]).read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line:
+                host, _, rest = line.partition(" ")
+                count = rest.strip().removeprefix("slots=")
+                pairs.append((host, int(count) if count.isdigit() else 1))
+        return pairs
+    return []
+
+
+def hosts_used(pairs: list[tuple[str, int]], world_size: int) -> int:
+    """How many hosts horovodrun fills, in order, for world_size processes."""
+    left, used = world_size, 0
+    for _, count in pairs:
+        if left <= 0:
+            break
+        used += 1
+        left -= count
+    return max(1, used)
+
+
+def horovodrun_command(job: Job, run_dir: Path) -> list[str]:
+    opts: hvd_options.Options = job.launch.options
+    world = job.launch.world_size
+    cmd = [horovodrun_path() or "horovodrun", "-np", str(world), "--gloo"]
+    if opts.hostfile:
+        cmd += ["--hostfile", opts.hostfile]
+    else:
+        cmd += ["-H", opts.hosts or f"localhost:{world}"]
+    if opts.fusion_threshold_mb is not None:
+        cmd += ["--fusion-threshold-mb", f"{opts.fusion_threshold_mb:g}"]
+    if opts.cycle_time_ms is not None:
+        cmd += ["--cycle-time-ms", f"{opts.cycle_time_ms:g}"]
+    if opts.timeline:
+        cmd += ["--timeline-filename", str(run_dir / "timeline.json")]
+    cmd += [sys.executable, "-m", WORKER_MODULE, str(run_dir)]
+    return cmd
+
+
+class Horovod(Framework):
+    name = "horovod"
+    title = "Horovod (horovodrun)"
+    options_type = hvd_options.Options
+    table = hvd_options.TABLE
+    flags = hvd_options.FLAGS
+    step_options = ("fp16_allreduce", "fusion_threshold_mb", "cycle_time_ms", "timeline")
+    default_bucket_bytes = 128 * MIB  # HOROVOD_FUSION_THRESHOLD since Horovod 0.21
+
+    def bucket_bytes(self, options: dict) -> int:
+        mb = options.get("fusion_threshold_mb")
+        return self.default_bucket_bytes if mb is None else int(mb * MIB)
+
+    def check_options(self, options, workers) -> None:
+        hvd_options.check(options, workers)
+
+    def available(self) -> tuple[bool, str]:
+        return check_installation()
+
+    def planned_nodes(self, options, world_size: int) -> int:
+        pairs = slots(options)
+        return hosts_used(pairs, world_size) if pairs else 1
+
+    def launch(self, job: Job, run_dir: Path) -> LaunchOutcome:
+        process.write_spec(run_dir, job.to_json())
+        proc = process.run_isolated(horovodrun_command(job, run_dir),
+                                    process.base_env(job.launch.threads_per_worker),
+                                    job.launch.timeout, run_dir)
+        outcome = process.outcome_from_files(run_dir, proc, "horovodrun", job.launch.timeout)
+        timeline = run_dir / "timeline.json"
+        artifacts = {"timeline": str(timeline)} if job.launch.options.timeline and \
+            timeline.is_file() else {}
+        nodes = None
+        if outcome.result and outcome.result.get("topology"):
+            nodes = outcome.result["topology"][0].get("cross_size")  # Horovod's own host count
+        return dataclasses.replace(outcome, nodes=nodes, artifacts=artifacts)

@@ -1,0 +1,168 @@
+"""The Ray cluster a sweep's runs use: is Ray usable here, is an address reachable, and the
+embedded local cluster (one per sweep, held by head.py) started on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from scalebench.frameworks import process
+from scalebench.frameworks.ray import resources
+
+PINNED = "2.60.0"
+SETUP_HINT = f"run `make setup` (installs ray[train]=={PINNED})"
+LOG_FILE = "ray.log"
+HEAD_INFO_FILE = "ray-head.json"
+HEAD_START_TIMEOUT = 300.0  # seconds for the embedded cluster to come up
+HEAD_STOP_TIMEOUT = 60.0
+
+
+def probe() -> tuple[bool, str]:
+    """Is a usable Ray Train importable here? (True, version) or (False, reason and fix)."""
+    import importlib.util
+
+    try:
+        import ray
+    except ModuleNotFoundError as exc:
+        if exc.name == "ray":
+            return False, f"ray is not installed; {SETUP_HINT}"
+        return False, f"ray is not importable ({exc}); {SETUP_HINT}"
+    except Exception as exc:  # noqa: BLE001 - a broken install is a skip reason, not a crash
+        return False, f"ray is not importable ({type(exc).__name__}: {exc}); {SETUP_HINT}"
+    version = getattr(ray, "__version__", "unknown")
+    try:
+        major, minor = (int(p) for p in version.split(".")[:2])
+    except ValueError:
+        major, minor = 0, 0
+    if (major, minor) < (2, 60):
+        return False, (f"ray {version} is older than {PINNED} (Train V2 with "
+                       f"Result.return_value is needed); {SETUP_HINT}")
+    for module in ("ray.train", "pyarrow"):
+        if importlib.util.find_spec(module) is None:
+            return False, f"ray {version} lacks its train extra ({module}); {SETUP_HINT}"
+    if version != PINNED:
+        return True, f"ray {version} (scalebench pins {PINNED})"
+    return True, f"ray {version}"
+
+
+def unreachable(address: str, timeout: float = 5.0) -> str | None:
+    """Why HOST:PORT (or ray://HOST:PORT) takes no TCP connection, else None ("auto": Ray finds
+    the local cluster itself). Ray would retry an unreachable address until the run's timeout."""
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if address == "auto" or not sep or not port.isdigit():
+        return None
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return None
+    except OSError as exc:
+        return (f"cannot reach the Ray cluster at {address} ({exc.strerror or exc}); start it "
+                "with `ray start --head` or fix --ray-address")
+
+
+def _log(path: Path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} scalebench: {text}\n")
+
+
+class EmbeddedCluster:
+    """One local Ray instance for a sweep, held by a head.py process; started on first use."""
+
+    def __init__(self, out_dir: Path, num_cpus: int, num_gpus: int):
+        self.out_dir = out_dir
+        self.log_path = out_dir / LOG_FILE
+        self.info_path = out_dir / HEAD_INFO_FILE
+        self.num_cpus = num_cpus
+        self.num_gpus = num_gpus
+        self._proc: subprocess.Popen | None = None
+        self._info: dict | None = None
+        self._marker: str | None = None  # inherited by every Ray process of this cluster
+
+    @property
+    def nodes(self) -> list[dict[str, float]]:
+        """Known before start: head.py is told exactly these resources."""
+        return [{"CPU": float(self.num_cpus), "GPU": float(self.num_gpus)}]
+
+    @property
+    def client_env(self) -> dict[str, str]:
+        return dict((self._info or {}).get("env", {}))
+
+    def ensure_started(self) -> str:
+        """The cluster's address, starting (or restarting, if it died) the cluster first."""
+        if self._proc is not None and self._proc.poll() is None and self._info is not None:
+            return self._info["address"]
+        if self._proc is not None:
+            _log(self.log_path, f"embedded Ray exited (code {self._proc.returncode}); restarting")
+            self.stop()
+        return self._start()
+
+    def _start(self) -> str:
+        import psutil
+
+        self.info_path.unlink(missing_ok=True)
+        try:
+            shm_free = shutil.disk_usage("/dev/shm").free
+        except OSError:
+            shm_free = None
+        store = resources.object_store_bytes(psutil.virtual_memory().total, shm_free)
+        cmd = [sys.executable, "-m", "scalebench.frameworks.ray.head", "--info", str(self.info_path),
+               "--num-cpus", str(self.num_cpus), "--num-gpus", str(self.num_gpus),
+               "--object-store-bytes", str(store)]
+        env = process.base_env(1)
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env.pop(name, None)  # Ray's own processes; workers get theirs per run
+        env["RAY_USAGE_STATS_ENABLED"] = "0"
+        self._marker = uuid.uuid4().hex
+        env[process.MARKER_VAR] = self._marker
+        _log(self.log_path, f"starting embedded Ray: {self.num_cpus} CPUs, {self.num_gpus} GPUs, "
+             f"object store {store // resources.MIB} MiB")
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log,
+                                          env=env, start_new_session=True)
+        deadline = time.monotonic() + HEAD_START_TIMEOUT
+        try:
+            while not self.info_path.is_file():
+                if self._proc.poll() is not None:
+                    raise RuntimeError(f"did not start (exit code "
+                                       f"{self._proc.returncode}): {self._last_log_line()}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"did not start within "
+                                       f"{HEAD_START_TIMEOUT:g} s: {self._last_log_line()}")
+                time.sleep(0.2)
+            self._info = json.loads(self.info_path.read_text())
+        except BaseException:  # also Ctrl-C: never leave a half-started cluster behind
+            self.stop()
+            raise
+        return self._info["address"]
+
+    def _last_log_line(self) -> str:
+        lines = [line for line in process.tail(self.log_path).splitlines() if line.strip()]
+        return lines[-1].strip()[:300] if lines else f"see {self.log_path}"
+
+    def stop(self) -> None:
+        """Close the helper's stdin (it shuts Ray down), then kill whatever is left of it."""
+        proc, marker = self._proc, self._marker
+        self._proc, self._info, self._marker = None, None, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(timeout=HEAD_STOP_TIMEOUT)
+        except (subprocess.TimeoutExpired, OSError):
+            pass
+        finally:
+            # Every Ray process it started carries the marker, also ones orphaned by a crash;
+            # an exited helper's pid may already be someone else's.
+            process.kill_tree(proc.pid if proc.poll() is None else None, marker)
+            proc.wait()
+            _log(self.log_path, "embedded Ray stopped")
+
+

@@ -1,0 +1,144 @@
+"""Ray Train (TorchTrainer, the successor of RaySGD): embedded local cluster or an existing one.
+
+Per sweep: without --ray-address, one embedded Ray instance (cluster.py, head.py) started at the first
+Ray run, reused by every Ray run, shut down in close_session (also on error or Ctrl-C). With
+--ray-address (auto, HOST:PORT, ray://HOST:10001) the runs join that cluster instead.
+
+Per run: the driver (driver.py) runs in its own process through process.run_isolated, like
+torchrun for DDP. Its timeout kills the driver; Ray then stops the job's controller and workers.
+After a timeout the embedded cluster is also restarted, so nothing hung survives into the next
+run. The driver calls TorchTrainer.fit; each worker (worker.py) runs the shared loop.
+
+Ray's console goes to files: the embedded cluster's to OUT/ray.log, each driver's to its run
+folder's stdout.log/stderr.log. Errors come back as one line (ray-error.json).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from scalebench.envinfo import cpu_cores
+from scalebench.frameworks import process
+from scalebench.frameworks.base import Framework, LaunchOutcome
+from scalebench.frameworks.ray import options as ray_options
+from scalebench.frameworks.ray import resources
+from scalebench.frameworks.ray.cluster import LOG_FILE, EmbeddedCluster, _log, probe, unreachable
+from scalebench.frameworks.ray.driver import DRIVER_FILE, ERROR_FILE, STAGES
+from scalebench.launch import Job
+
+class RayTrain(Framework):
+    name = "ray"
+    title = "Ray Train"
+    options_type = ray_options.Options
+    table = ray_options.TABLE
+    flags = ray_options.FLAGS
+    step_options = ("placement",)
+
+    def __init__(self):
+        self._available: tuple[bool, str] | None = None
+        self._address: str | None = None
+        self._embedded: EmbeddedCluster | None = None
+        self._out_dir: Path | None = None
+
+    def available(self) -> tuple[bool, str]:
+        if self._available is None:
+            self._available = probe()
+        return self._available
+
+    def open_session(self, options: ray_options.Options, device: str, out_dir: Path) -> None:
+        self.close_session()
+        self._out_dir = Path(out_dir)
+        self._address = options.address
+        if self._address is None:
+            self._embedded = EmbeddedCluster(self._out_dir, cpu_cores(), _gpu_count(device))
+        else:
+            _log(self._out_dir / LOG_FILE, f"using the Ray cluster at {self._address}")
+
+    def close_session(self) -> None:
+        embedded, self._embedded = self._embedded, None
+        if embedded is not None:
+            embedded.stop()
+
+    def suspend(self) -> None:
+        """Another framework runs next: stop the idle embedded cluster (its daemons take CPU
+        time from the other framework's measurement); the next Ray run starts a fresh one."""
+        if self._embedded is not None:
+            self._embedded.stop()
+
+    def launch(self, job: Job, run_dir: Path) -> LaunchOutcome:
+        process.write_spec(run_dir, job.to_json())
+        launch = job.launch
+        env = process.base_env(launch.threads_per_worker)
+        env["RAY_USAGE_STATS_ENABLED"] = "0"
+        if self._address is not None:
+            address = self._address
+            problem = unreachable(address)
+            if problem:
+                return LaunchOutcome("failed", None, problem, None, time.time())
+        else:
+            if self._embedded is None:  # launched without open_session (tests, scripts)
+                self._embedded = EmbeddedCluster(run_dir.parent, cpu_cores(), 0)
+            problem = resources.check_fits(self._embedded.nodes, launch.world_size,
+                                           resources.per_worker(launch),
+                                           launch.options.placement)
+            if problem:
+                return LaunchOutcome("failed", None, problem, None, time.time())
+            try:
+                address = self._embedded.ensure_started()
+            except (RuntimeError, OSError) as exc:
+                return LaunchOutcome("failed", None, f"embedded Ray: {exc}"[:500], None, time.time())
+            env.update(self._embedded.client_env)
+        cmd = [sys.executable, "-m", "scalebench.frameworks.ray.driver", str(run_dir),
+               "--address", address]
+        proc = process.run_isolated(cmd, env, launch.timeout, run_dir)
+        outcome = outcome_from_run(run_dir, proc, launch.timeout)
+        if outcome.status == "timeout" and self._embedded is not None:
+            _log(self._embedded.log_path, f"run {job.run_id} timed out; stopping embedded Ray "
+                 "(the next Ray run starts a fresh one)")
+            self._embedded.stop()
+        return outcome
+
+
+def _gpu_count(device: str) -> int:
+    if device == "cpu":
+        return 0
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:  # noqa: BLE001 - no usable CUDA means no GPUs for Ray either
+        return 0
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def outcome_from_run(run_dir: Path, proc: process.ProcessOutcome, timeout: float) -> LaunchOutcome:
+    """ok/failed/timeout from the driver's files; launch_unix is the fit call when it happened."""
+    stages = _read_json(run_dir / DRIVER_FILE) or {}
+    launch_unix = stages.get("fit_call_unix", proc.launch_unix)
+    if proc.timed_out:
+        stage = stages.get("stage")
+        where = STAGES.get(stage, f"after {stage}" if stage else "before it started")
+        return LaunchOutcome("timeout", None, f"no result within the {timeout:g} s timeout; "
+                             f"Ray driver killed {where}", proc.stderr_tail, launch_unix)
+    error = _read_json(run_dir / ERROR_FILE)
+    if error is not None:
+        return LaunchOutcome("failed", None, error.get("error") or "Ray driver failed",
+                             (error.get("traceback") or "")[-4000:] or proc.stderr_tail, launch_unix)
+    outcome = process.outcome_from_files(run_dir, proc, "ray driver", timeout)
+    if outcome.status != "ok":
+        return LaunchOutcome(outcome.status, None, outcome.error, outcome.stderr_tail, launch_unix)
+    result = outcome.result
+    return LaunchOutcome("ok", result, None, None, result.get("fit_call_unix", launch_unix),
+                         nodes=result.get("nodes"))
+
+
+FRAMEWORK = RayTrain()

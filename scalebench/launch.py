@@ -1,0 +1,81 @@
+"""What every launch needs, whatever the task: the typed LaunchSpec, and the Job sent whole to
+the workers (launch spec + the task's own spec), serialised as one JSON object."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """How a run is launched: shared by every task and received by every framework adapter."""
+
+    framework: str
+    world_size: int
+    nodes: int
+    device: str  # resolved: cpu or cuda
+    backend: str  # gloo or nccl
+    timeout: float  # seconds before the whole run is killed and recorded as timeout
+    threads_per_worker: int
+    options: Any  # the framework's frozen options dataclass (frameworks.<name>.Options)
+
+    def __post_init__(self):
+        if self.world_size < 1 or self.nodes < 1 or self.threads_per_worker < 1:
+            raise ValueError("world_size, nodes and threads_per_worker must be >= 1")
+        if not dataclasses.is_dataclass(self.options):
+            raise TypeError(f"options must be the framework's options dataclass, not "
+                            f"{type(self.options).__name__}")
+
+    @property
+    def workers_per_node(self) -> int:
+        return -(-self.world_size // self.nodes)
+
+    def options_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self.options)
+
+    def to_dict(self) -> dict[str, Any]:
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["options"] = self.options_dict()
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> LaunchSpec:
+        from scalebench import frameworks
+
+        options_type = frameworks.get(values["framework"]).options_type
+        return cls(**{**values, "options": options_type(**values["options"])})
+
+
+@dataclass(frozen=True)
+class Job:
+    """One launch of one task: what the workers receive (never as argv fragments)."""
+
+    run_id: str
+    kind: str  # the task (tasks.get(kind))
+    launch: LaunchSpec
+    task: Any  # the task's frozen spec dataclass
+
+    def __post_init__(self):
+        from scalebench import tasks
+
+        expected = tasks.get(self.kind).spec_type
+        if not isinstance(self.task, expected):
+            raise ValueError(f"a {self.kind} job needs a {expected.__name__}, not "
+                             f"{type(self.task).__name__}")
+
+    def to_json(self) -> str:
+        return json.dumps({"run_id": self.run_id, "kind": self.kind,
+                           "launch": self.launch.to_dict(),
+                           "task": dataclasses.asdict(self.task)})
+
+    @classmethod
+    def from_json(cls, text: str) -> Job:
+        from scalebench import tasks
+
+        data = json.loads(text)
+        task = tasks.get(data["kind"])
+        return cls(data["run_id"], data["kind"], LaunchSpec.from_dict(data["launch"]),
+                   task.spec_from_dict(data["task"]))

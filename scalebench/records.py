@@ -1,0 +1,83 @@
+"""The parts of a record every task shares: format version, common fields, the field check,
+and the launch fields. Tasks add their own fields (tasks/<kind>.py); results.py stores them.
+
+Records are the raw data; efficiency is derived at analysis time and never stored as the only
+copy.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from scalebench.launch import Job
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "failed", "timeout", "skipped")
+
+# field -> allowed types; checked on every record built and every record read
+COMMON_FIELDS: dict[str, tuple[type, ...]] = {
+    "schema_version": (int,),
+    "kind": (str,),
+    "status": (str,),
+    "timestamp": (str,),
+    "env": (dict,),
+}
+LAUNCH_FIELDS: dict[str, tuple[type, ...]] = {
+    "run_id": (str,),
+    "framework": (str,),
+    "world_size": (int,),
+    "nodes": (int,),
+    "device": (str,),
+    "backend": (str,),
+    "threads_per_worker": (int,),
+    "options": (dict,),
+    "error": (str, type(None)),
+}
+
+
+class RecordError(ValueError):
+    pass
+
+
+def check_fields(record: dict[str, Any], fields: dict[str, tuple[type, ...]]) -> None:
+    """Every field present with an allowed type (an int passes for a float, a bool never
+    for an int); RecordError names the first that is not."""
+    for name, types in fields.items():
+        if name not in record:
+            raise RecordError(f"missing field {name!r}")
+        value = record[name]
+        if float in types and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            raise RecordError(f"field {name!r} has type {type(value).__name__}")
+
+
+def check_common(record: dict[str, Any]) -> None:
+    """Format version, common fields, status and its reason."""
+    if record.get("schema_version") != SCHEMA_VERSION:
+        raise RecordError(
+            f"schema_version {record.get('schema_version')!r} is not supported (this scalebench "
+            f"reads version {SCHEMA_VERSION}); re-run the sweep or use the scalebench that wrote it"
+        )
+    check_fields(record, COMMON_FIELDS)
+    if record["status"] not in STATUSES:
+        raise RecordError(f"status {record['status']!r} not one of {', '.join(STATUSES)}")
+    if record["status"] != "ok" and not record.get("error"):
+        raise RecordError("a non-ok record needs an error (its reason)")
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def launch_fields(job: Job, env: dict) -> dict[str, Any]:
+    """The fields every record of a job starts with."""
+    launch = job.launch
+    return {
+        "schema_version": SCHEMA_VERSION, "kind": job.kind, "timestamp": now_iso(),
+        "run_id": job.run_id, "framework": launch.framework, "world_size": launch.world_size,
+        "nodes": launch.nodes, "device": launch.device, "backend": launch.backend,
+        "threads_per_worker": launch.threads_per_worker, "options": launch.options_dict(),
+        "env": env,
+    }

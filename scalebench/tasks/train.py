@@ -1,0 +1,259 @@
+"""The training task: model x framework x precision x workers, each run timed by measure.run.
+
+Spec: TrainSpec (what each worker trains). Plan: SweepSpec -> [Job], every input checked before
+anything launches. Records: one per job, throughput from the slowest rank's windows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from scalebench import devices, frameworks, identity, stats, workloads
+from scalebench.comm import Comm
+from scalebench.errors import UserError
+from scalebench.frameworks.base import LaunchOutcome
+from scalebench.launch import Job, LaunchSpec
+from scalebench.records import LAUNCH_FIELDS, RecordError, check_fields, launch_fields
+from scalebench.tasks.base import Task
+
+KIND = "train"
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    model: str
+    batch_size: int  # per worker
+    global_batch: int
+    image_size: int
+    aux_logits: bool
+    precision: str
+    scaling: str
+    data: str
+    warmup: int
+    iters: int
+    trials: int
+    loader_workers: int
+    params: int
+
+
+# field -> allowed types, beyond records.COMMON_FIELDS and LAUNCH_FIELDS
+FIELDS: dict[str, tuple[type, ...]] = {
+    "model": (str,),
+    "batch_size": (int,),
+    "global_batch": (int,),
+    "image_size": (int,),
+    "aux_logits": (bool,),
+    "precision": (str,),
+    "scaling": (str,),
+    "data": (str,),
+    "warmup": (int,),
+    "iters": (int,),
+    "trials": (int,),
+    "params": (int,),
+}
+OK_FIELDS: dict[str, tuple[type, ...]] = {
+    "images_per_sec": (float,),
+    "trial_images_per_sec": (list,),
+    "per_worker_images_per_sec": (float,),
+    "per_rank_images_per_sec": (list,),
+    "window_seconds": (list,),
+    "startup_seconds": (float, type(None)),
+    "hosts": (list,),
+}
+
+
+def default_workers(maximum: int, nnodes: int = 1) -> tuple[int, ...]:
+    """1, 2, 4, ... up to the GPUs (or cores) of one node, times the node count."""
+    counts, n = [], 1
+    while n <= max(1, maximum):
+        counts.append(n * nnodes)
+        n *= 2
+    return tuple(counts)
+
+
+def sweep_workers(sweep, device: devices.DeviceInfo) -> tuple[int, ...]:
+    """The sweep's worker counts; by default powers of two up to one node, times the nodes
+    that a framework's runs always span (DDP's nnodes)."""
+    if sweep.workers:
+        return sweep.workers
+    nnodes = max(frameworks.get(f).fixed_nodes(sweep.options(f)) for f in sweep.frameworks)
+    return default_workers(device.default_max_workers(), nnodes)
+
+
+def launch_spec(sweep, framework: str, world: int, device: devices.DeviceInfo) -> LaunchSpec:
+    """The launch of one run: shared by every task planned from a sweep."""
+    options = sweep.options(framework)
+    nodes = frameworks.get(framework).planned_nodes(options, world)
+    return LaunchSpec(
+        framework=framework, world_size=world, nodes=nodes, device=device.device,
+        backend=device.backend, timeout=sweep.timeout,
+        threads_per_worker=devices.threads_per_worker(device, -(-world // nodes),
+                                                      sweep.threads_per_worker),
+        options=options)
+
+
+def plan(sweep, device: devices.DeviceInfo) -> list[Job]:
+    """One job per model x framework x precision x worker count."""
+    for precision in sweep.precision:
+        devices.check_precision(device, precision)
+    workers = sweep_workers(sweep, device)
+    jobs: list[Job] = []
+    for model in sweep.models:
+        info = workloads.get_info(model)
+        image_size = sweep.image_size or info.native_image_size
+        for framework in sweep.frameworks:
+            for precision in sweep.precision:
+                for world in workers:
+                    if sweep.scaling == "strong":
+                        if sweep.batch_size % world:
+                            raise UserError(
+                                f"batch_size: strong scaling splits the global batch "
+                                f"{sweep.batch_size} over {world} workers; it must divide evenly"
+                            )
+                        per_worker = sweep.batch_size // world
+                    else:
+                        per_worker = sweep.batch_size
+                    workloads.check_input(model, image_size, per_worker)
+                    aux = workloads.uses_aux_logits(model, image_size)
+                    spec = TrainSpec(
+                        model=model, batch_size=per_worker, global_batch=per_worker * world,
+                        image_size=image_size, aux_logits=aux, precision=precision,
+                        scaling=sweep.scaling, data=sweep.data, warmup=sweep.warmup,
+                        iters=sweep.iters, trials=sweep.trials,
+                        loader_workers=sweep.loader_workers, params=info.param_count(aux))
+                    jobs.append(Job(f"{len(jobs) + 1:03d}-{framework}-{model}-w{world}-{precision}",
+                                    KIND, launch_spec(sweep, framework, world, device), spec))
+    return jobs
+
+
+def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_reason: str = ""
+                 ) -> dict[str, Any]:
+    """The validated record of one run from its job and launch outcome (None: skipped)."""
+    from scalebench import results
+
+    spec: TrainSpec = job.task
+    record: dict[str, Any] = {
+        **launch_fields(job, env),
+        "model": spec.model, "batch_size": spec.batch_size, "global_batch": spec.global_batch,
+        "image_size": spec.image_size, "aux_logits": spec.aux_logits,
+        "precision": spec.precision, "scaling": spec.scaling, "data": spec.data,
+        "warmup": spec.warmup, "iters": spec.iters, "trials": spec.trials,
+        "params": spec.params,
+    }
+    if outcome is None:
+        record.update(status="skipped", error=skipped_reason)
+        results.validate(record)
+        return record
+    record.update(status=outcome.status, error=outcome.error, artifacts=outcome.artifacts)
+    if outcome.nodes is not None:
+        record["nodes"] = outcome.nodes
+    if outcome.status != "ok":
+        record["stderr_tail"] = outcome.stderr_tail
+        results.validate(record)
+        return record
+    result = outcome.result
+    windows = result["window_seconds"]
+    world = job.launch.world_size
+    trial = stats.trial_throughputs(windows, spec.global_batch * spec.iters)
+    summary = stats.summarize(trial)
+    first_step = result.get("first_timed_step_unix")
+    startup = (first_step - outcome.launch_unix
+               if first_step is not None and outcome.launch_unix is not None else None)
+    record.update(
+        images_per_sec=summary.mean,
+        images_per_sec_median=summary.median,
+        images_per_sec_std=summary.std,
+        images_per_sec_ci95=[summary.ci_low, summary.ci_high],
+        trial_images_per_sec=trial,
+        per_worker_images_per_sec=summary.mean / world,
+        per_rank_images_per_sec=stats.per_rank_throughputs(windows, spec.batch_size * spec.iters),
+        window_seconds=windows,
+        startup_seconds=startup,
+        warmup_seconds=result.get("warmup_seconds"),
+        hosts=result.get("hostnames", []),
+        device_names=result.get("device_names", []),
+        threads_measured=result.get("threads", []),
+        final_loss=_finite_or_none(result.get("final_loss", [])),
+        param_checksums=_finite_or_none(result.get("param_checksums", [])),
+        warnings=run_warnings(result),
+        topology=result.get("topology", []),
+        aux_logits=bool(result.get("aux_logits", spec.aux_logits)),
+    )
+    results.validate(record)
+    return record
+
+
+def _finite_or_none(values: list) -> list:
+    return [v if isinstance(v, (int, float)) and math.isfinite(v) else None for v in values]
+
+
+def run_warnings(result: dict) -> list[str]:
+    """Facts about a successful run a reader must not miss."""
+    notes = []
+    losses = result.get("final_loss", [])
+    bad = [rank for rank, v in enumerate(losses) if v is None or not math.isfinite(v)]
+    if bad:
+        notes.append(f"final loss is not finite on ranks {bad}: training diverged "
+                     "(throughput is still measured)")
+    sums = [v for v in result.get("param_checksums", []) if v is not None and math.isfinite(v)]
+    if len(sums) > 1 and max(sums) - min(sums) > 1e-6 * max(1.0, abs(max(sums))):
+        notes.append("replicas hold different weights at the end of the run: gradients were "
+                     "not averaged consistently")
+    return notes
+
+
+class TrainTask(Task):
+    kind = KIND
+    spec_type = TrainSpec
+
+    def worker(self, job: Job, comm: Comm) -> dict | None:
+        from scalebench import measure
+
+        return measure.run(job, comm)
+
+    def records(self, job: Job, outcome: LaunchOutcome | None, env: dict,
+                skipped_reason: str = "") -> list[dict]:
+        return [build_record(job, outcome, env, skipped_reason)]
+
+    def check_record(self, record: dict[str, Any]) -> None:
+        fields = {**LAUNCH_FIELDS, **FIELDS}
+        if record.get("status") == "ok":
+            fields.update(OK_FIELDS)
+        check_fields(record, fields)
+        if record["status"] == "ok":
+            if len(record["trial_images_per_sec"]) != record["trials"]:
+                raise RecordError("trial_images_per_sec does not have one value per trial")
+            if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+                       for v in record["trial_images_per_sec"]):
+                raise RecordError("trial_images_per_sec has a non-positive or non-finite value")
+
+    def label(self, job: Job) -> str:
+        return (f"{job.task.model} {job.launch.framework} x{job.launch.world_size} "
+                f"{job.task.precision}")
+
+    def result_line(self, record: dict) -> str:
+        head = (f"{record['model']} {record['framework']} x{record['world_size']} "
+                f"{record['precision']}")
+        if record["status"] != "ok":
+            return f"{head}: {record['status'].upper()} - {record['error']}"
+        lo, hi = record["images_per_sec_ci95"]
+        ci = f" (95% CI {lo:.2f}-{hi:.2f})" if lo is not None else ""
+        return f"{head}: {record['images_per_sec']:.2f} images/s{ci}"
+
+    def resume_keys(self, job: Job) -> list[tuple]:
+        return [identity.resume_key(job_record_shape(job))]
+
+
+def job_record_shape(job: Job) -> dict[str, Any]:
+    """The fields a job's record will carry that identify it (for resume keys)."""
+    from scalebench.tasks.base import spec_dict
+
+    launch = job.launch
+    return {"kind": job.kind, "framework": launch.framework, "world_size": launch.world_size,
+            "nodes": launch.nodes, "device": launch.device, "options": launch.options_dict(),
+            **spec_dict(job)}
+
+
+TASK = TrainTask()
