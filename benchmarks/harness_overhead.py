@@ -16,8 +16,9 @@ import torch
 
 from scalebench import measure, stats, workloads
 from scalebench.comm import SingleProcessComm
-from scalebench.config import RunSpec
 from scalebench.envinfo import cpu_cores
+from scalebench.launch import Job
+from scalebench.tasks import train
 
 
 def minimal_loop(model_name: str, batch: int, size: int, warmup: int, steps: int) -> float:
@@ -40,9 +41,10 @@ def minimal_loop(model_name: str, batch: int, size: int, warmup: int, steps: int
     return batch * steps / (time.perf_counter() - start)
 
 
-def scalebench_loop(spec: RunSpec) -> float:
-    result = measure.run(spec, SingleProcessComm())
-    trials = stats.trial_throughputs(result["window_seconds"], spec.global_batch * spec.iters)
+def scalebench_loop(job: Job) -> float:
+    result = measure.run(job, SingleProcessComm())
+    trials = stats.trial_throughputs(result["window_seconds"],
+                                     job.task.global_batch * job.task.iters)
     return statistics.fmean(trials)
 
 
@@ -62,13 +64,8 @@ def main() -> None:
     if workloads.uses_aux_logits(a.model, a.image_size):
         raise SystemExit("pick an image size below 299 for inception_v3 (no aux head)")
     measure.set_threads(a.threads)
-    info = workloads.get_info(a.model)
-    spec = RunSpec(run_id="bench", framework="none", model=a.model, world_size=1, nodes=1,
-                   batch_size=a.batch_size, global_batch=a.batch_size, image_size=a.image_size,
-                   aux_logits=False, precision="fp32", device="cpu", backend="none",
-                   scaling="weak", data="synthetic", warmup=a.warmup, iters=a.iters,
-                   trials=a.trials, timeout=0, threads_per_worker=a.threads, loader_workers=0,
-                   params=info.params, options={})
+    spec = train.local_job(a.model, a.batch_size, a.image_size, warmup=a.warmup, iters=a.iters,
+                           trials=a.trials, threads=a.threads)
     timed_steps = a.iters * a.trials
     ours, theirs = [], []
     print(f"{a.model} {a.image_size}px batch {a.batch_size}, {a.threads} threads, "

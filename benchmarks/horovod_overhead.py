@@ -19,8 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from scalebench import config, devices, plan, results
+from scalebench import config, devices
 from scalebench.frameworks import horovod, process
+from scalebench.frameworks.horovod.install import horovodrun_path
+from scalebench.tasks import train
 
 HERE = Path(__file__).resolve().parent
 
@@ -30,18 +32,18 @@ def scalebench_run(a, out: Path) -> float:
         "frameworks": "horovod", "models": a.model, "workers": str(a.workers),
         "batch_size": a.batch_size, "image_size": a.image_size, "warmup": a.warmup,
         "iters": a.iters, "trials": a.trials, "device": "cpu"})
-    [spec] = plan.expand(sweep, devices.resolve("cpu"))
-    outcome = horovod.FRAMEWORK.launch(spec, out)
+    [job] = train.plan(sweep, devices.resolve("cpu"))
+    outcome = horovod.FRAMEWORK.launch(job, out)
     if outcome.status != "ok":
         raise SystemExit(f"scalebench run failed: {outcome.error}")
-    return results.train_record(spec, outcome, {})["images_per_sec"]
+    return train.build_record(job, outcome, {})["images_per_sec"]
 
 
 def minimal_run(a, out: Path, threads: int) -> float:
     out.mkdir(parents=True, exist_ok=True)
     result = out / "minimal.json"
     steps = a.iters * a.trials
-    cmd = [horovod.horovodrun_path(), "-np", str(a.workers), "-H", f"localhost:{a.workers}",
+    cmd = [horovodrun_path(), "-np", str(a.workers), "-H", f"localhost:{a.workers}",
            "--gloo", sys.executable, str(HERE / "minimal_horovod_loop.py"), str(result), a.model,
            str(a.image_size), str(a.batch_size), str(steps), str(a.warmup), str(threads)]
     proc = process.run_isolated(cmd, process.base_env(threads), 1800, out)

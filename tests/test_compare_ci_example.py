@@ -7,9 +7,10 @@ import shlex
 
 import pytest
 
-from scalebench import cli, config, plan
+from scalebench import cli, config
 from scalebench.devices import DeviceInfo
 from tests.conftest import REPO
+from tests.plans import flat_runs
 
 CI = REPO / "examples" / "ci"
 
@@ -17,7 +18,7 @@ CI = REPO / "examples" / "ci"
 def test_ci_workload_validates_and_expands_on_a_gpu_node():
     spec = config.build_spec(config.load_workload(CI / "gpu-sweep.toml"))
     assert spec.device == "cuda" and spec.trials >= 4  # enough trials for Mann-Whitney U
-    runs = plan.expand(spec, DeviceInfo("cuda", "nccl", accelerators=4, cores=32))
+    runs = flat_runs(spec, DeviceInfo("cuda", "nccl", accelerators=4, cores=32))
     assert sorted({r.world_size for r in runs}) == [1, 2, 4]
     assert {r.model for r in runs} == {"resnet101", "inception_v3", "vgg16"}
 

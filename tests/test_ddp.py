@@ -50,7 +50,7 @@ def worker_with_rank(out: Path, rank: int, timeout: float = 120) -> psutil.Proce
         for proc in processes_mentioning(str(out)):
             try:
                 cmd = " ".join(proc.cmdline())
-                if "ddp_worker" in cmd and "torch.distributed.run" not in cmd and \
+                if "ddp.worker" in cmd and "torch.distributed.run" not in cmd and \
                         proc.environ().get("RANK") == str(rank):
                     return proc
             except (psutil.NoSuchProcess, psutil.AccessDenied):

@@ -22,7 +22,7 @@ import pytest
 
 from scalebench import config, results
 from scalebench.envinfo import cpu_cores
-from scalebench.frameworks import ray_resources
+from scalebench.frameworks.ray import resources as ray_resources
 from scalebench.progress import Progress
 from scalebench.sweep import run_sweep
 from tests.conftest import REPO, TINY, cli_env, read_records

@@ -257,3 +257,22 @@ def job_record_shape(job: Job) -> dict[str, Any]:
 
 
 TASK = TrainTask()
+
+
+def local_job(model: str, batch_size: int, image_size: int, *, precision: str = "fp32",
+              warmup: int = 1, iters: int = 1, trials: int = 2, threads: int = 1,
+              device: str = "cpu") -> Job:
+    """One in-process worker's job (benchmarks and tests run it under SingleProcessComm; the
+    framework named is never launched)."""
+    from scalebench.frameworks import ddp
+
+    workloads.check_input(model, image_size, batch_size)
+    aux = workloads.uses_aux_logits(model, image_size)
+    spec = TrainSpec(model=model, batch_size=batch_size, global_batch=batch_size,
+                     image_size=image_size, aux_logits=aux, precision=precision, scaling="weak",
+                     data="synthetic", warmup=warmup, iters=iters, trials=trials,
+                     loader_workers=0, params=workloads.get_info(model).param_count(aux))
+    launch = LaunchSpec(framework="ddp", world_size=1, nodes=1, device=device,
+                        backend="gloo" if device == "cpu" else "nccl", timeout=0.0,
+                        threads_per_worker=threads, options=ddp.Options())
+    return Job("local", KIND, launch, spec)

@@ -1,0 +1,148 @@
+"""The one executor loop with fake frameworks (no launches): resume, set-aside of an old results
+file, idle sessions suspended between frameworks, Ctrl-C, unusable results, skipped frameworks."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from scalebench import config, executor, frameworks, results
+from scalebench.devices import DeviceInfo
+from scalebench.frameworks import ddp, horovod, ray
+from scalebench.frameworks.base import Framework, LaunchOutcome
+from scalebench.progress import Progress
+from scalebench.tasks import train
+from tests.conftest import read_records
+
+CPU = DeviceInfo("cpu", "gloo", 0, 2)
+
+
+class FakeFramework(Framework):
+    """Records every call in a shared log; launches return a made-up but valid result."""
+
+    def __init__(self, name: str, options_type: type, log: list[str], available: bool = True):
+        self.name = name
+        self.options_type = options_type
+        self.log = log
+        self.is_available = available
+        self.result: dict | None = None  # None: a good result
+        self.interrupt_on: int | None = None  # raise KeyboardInterrupt at this launch
+        self.launches = 0
+
+    def available(self):
+        return (True, "fake") if self.is_available else (False, f"{self.name} is missing; fix it")
+
+    def open_session(self, options, device, out_dir):
+        self.log.append(f"open {self.name}")
+
+    def suspend(self):
+        self.log.append(f"suspend {self.name}")
+
+    def close_session(self):
+        self.log.append(f"close {self.name}")
+
+    def launch(self, job, run_dir):
+        self.launches += 1
+        if self.interrupt_on == self.launches:
+            raise KeyboardInterrupt
+        self.log.append(f"launch {self.name} x{job.launch.world_size}")
+        world, trials = job.launch.world_size, job.task.trials
+        result = self.result if self.result is not None else {
+            "window_seconds": [[0.5] * trials for _ in range(world)], "hostnames": ["h"] * world,
+            "first_timed_step_unix": 11.0}
+        return LaunchOutcome("ok", result, launch_unix=10.0)
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    log: list[str] = []
+    made = {"ddp": FakeFramework("ddp", ddp.Options, log),
+            "horovod": FakeFramework("horovod", horovod.Options, log),
+            "ray": FakeFramework("ray", ray.Options, log)}
+    monkeypatch.setattr(frameworks, "get", lambda name: made[name])
+    return made, log
+
+
+def plan(**values):
+    sweep = config.build_spec({"models": "vgg16", "frameworks": "ddp,ray", "workers": "1,2",
+                               "image_size": 32, "batch_size": 2, "trials": 2, "iters": 1,
+                               **values})
+    return sweep, train.plan(sweep, CPU)
+
+
+def run(sweep, jobs, out, **kwargs):
+    stream = io.StringIO()
+    outcome = executor.execute(jobs, CPU, out, sweep.options,
+                               progress=Progress(len(jobs), stream=stream, live=False), **kwargs)
+    return outcome, stream.getvalue()
+
+
+def test_runs_every_job_and_suspends_idle_sessions(tmp_path, fakes):
+    made, log = fakes
+    sweep, jobs = plan()
+    outcome, text = run(sweep, jobs, tmp_path)
+    assert log == ["open ddp", "launch ddp x1", "launch ddp x2",
+                   "open ray", "suspend ddp", "launch ray x1",
+                   "suspend ddp", "launch ray x2", "close ddp", "close ray"]
+    records = read_records(tmp_path / "results.jsonl")
+    assert [(r["framework"], r["world_size"], r["status"]) for r in records] == [
+        ("ddp", 1, "ok"), ("ddp", 2, "ok"), ("ray", 1, "ok"), ("ray", 2, "ok")]
+    assert records[1]["images_per_sec"] == pytest.approx(2 * 2 * 1 / 0.5)  # 2 workers x batch 2
+    assert "[4/4] vgg16 ray x2 fp32: 8.00 images/s" in text
+
+
+def test_resume_skips_what_is_recorded_ok(tmp_path, fakes):
+    made, log = fakes
+    sweep, jobs = plan()
+    run(sweep, jobs[:2], tmp_path)
+    log.clear()
+    outcome, text = run(sweep, jobs, tmp_path, resume=True)
+    assert outcome.skipped_existing == 2 and "already recorded ok (--resume)" in text
+    assert [entry for entry in log if entry.startswith("launch")] == ["launch ray x1",
+                                                                      "launch ray x2"]
+    assert len(read_records(tmp_path / "results.jsonl")) == 4
+
+
+def test_without_resume_an_old_file_is_set_aside(tmp_path, fakes):
+    sweep, jobs = plan(frameworks="ddp")
+    run(sweep, jobs, tmp_path)
+    outcome, text = run(sweep, jobs, tmp_path)
+    assert outcome.set_aside is not None and outcome.set_aside.parent == tmp_path / "previous"
+    assert len(read_records(outcome.set_aside)) == 2
+    assert len(read_records(tmp_path / "results.jsonl")) == 2
+    assert "previous results moved to" in text
+    appended, _ = run(sweep, jobs, tmp_path, fresh_file=False)  # allreduce's way: append
+    assert appended.set_aside is None and len(read_records(tmp_path / "results.jsonl")) == 4
+
+
+def test_ctrl_c_keeps_a_valid_file_and_closes_every_session(tmp_path, fakes):
+    made, log = fakes
+    made["ray"].interrupt_on = 1
+    sweep, jobs = plan()
+    outcome, text = run(sweep, jobs, tmp_path)
+    assert outcome.interrupted and "continue with --resume" in text
+    records, problems = results.load([tmp_path])
+    assert not problems and [r["framework"] for r in records] == ["ddp", "ddp"]
+    assert log[-2:] == ["close ddp", "close ray"]
+
+
+def test_an_unusable_result_becomes_a_failed_record(tmp_path, fakes):
+    made, _ = fakes
+    made["ddp"].result = {"window_seconds": [[0.5], [0.5, 0.5]]}  # ranks disagree on trials
+    sweep, jobs = plan(frameworks="ddp", workers="2")
+    run(sweep, jobs, tmp_path)
+    [record] = read_records(tmp_path / "results.jsonl")
+    assert record["status"] == "failed" and "unreadable worker result" in record["error"]
+    assert "different trial counts" in record["error"]
+
+
+def test_an_unavailable_framework_gives_skipped_records_and_no_session(tmp_path, fakes):
+    made, log = fakes
+    made["ray"].is_available = False
+    sweep, jobs = plan()
+    outcome, text = run(sweep, jobs, tmp_path)
+    records = read_records(tmp_path / "results.jsonl")
+    assert [r["status"] for r in records] == ["ok", "ok", "skipped", "skipped"]
+    assert records[2]["error"] == "ray is missing; fix it"
+    assert "open ray" not in log and "SKIPPED - ray is missing" in text
