@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 
 from scalebench import config
-from scalebench.sweep import run_allreduce
-from scalebench.tasks import allreduce
 from scalebench.commands.framework_flags import add_framework_flags, section_values
 from scalebench.errors import UserError
+from scalebench.sweep import run_allreduce
+from scalebench.tasks import allreduce
 
 TOP_FLAGS = {  # flag dest -> SweepSpec field
     "frameworks": "frameworks", "workers": "workers", "warmup": "warmup", "iters": "iters",

@@ -22,8 +22,8 @@ import traceback
 from pathlib import Path
 
 from scalebench.frameworks import worker_io
-from scalebench.frameworks.ray import resources
 from scalebench.frameworks.process import RESULT_FILE
+from scalebench.frameworks.ray import resources
 
 DRIVER_FILE = "ray-driver.json"
 ERROR_FILE = "ray-error.json"

@@ -29,6 +29,7 @@ from scalebench.frameworks.ray.cluster import LOG_FILE, EmbeddedCluster, _log, p
 from scalebench.frameworks.ray.driver import DRIVER_FILE, ERROR_FILE, STAGES
 from scalebench.launch import Job
 
+
 class RayTrain(Framework):
     name = "ray"
     title = "Ray Train"
