@@ -1,7 +1,8 @@
 """The small interface the shared timed loop needs from a framework, inside one worker.
 
 A framework adapter may differ only in: process-group setup, how model and optimizer are
-wrapped for gradient averaging, and how values are gathered to rank 0 (design.md, fair rule).
+wrapped for gradient averaging, and how values are gathered to rank 0 (the fair-comparison
+rule, docs/ARCHITECTURE.md).
 """
 
 from __future__ import annotations

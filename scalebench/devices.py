@@ -44,7 +44,7 @@ def check_precision(info: DeviceInfo, precision: str) -> None:
 
 
 def threads_per_worker(info: DeviceInfo, workers_on_node: int, override: int | None) -> int:
-    """max(1, cores // workers), identical for every framework (design.md)."""
+    """max(1, cores // workers), identical for every framework (docs/ARCHITECTURE.md)."""
     if override is not None:
         return override
     return max(1, info.cores // max(1, workers_on_node))

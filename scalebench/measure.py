@@ -1,4 +1,5 @@
-"""The shared timed training loop. Every framework runs exactly this code (design.md, fair rule).
+"""The shared timed training loop. Every framework runs exactly this code (the fair-comparison
+rule, docs/ARCHITECTURE.md).
 
 Warm-up steps are not timed. Then `trials` windows of `iters` steps each; every window starts
 after a device sync and a barrier and ends with a device sync, on every rank. Per-rank window
