@@ -5,8 +5,10 @@ Pure functions return verdicts (`compare`); separate functions render them as te
 and a significant difference on the raw per-trial samples (stats.difference: Mann-Whitney U
 where the sample sizes let it reach alpha, otherwise non-overlapping 95% intervals).
 
-Efficiency samples of a run are its trial throughputs divided by N x the mean throughput of the
-same side's one-worker run of the same framework and configuration.
+Runs match by identity.config_key. Efficiency samples of a run are its trial throughputs divided
+by N x the mean throughput of the same side's efficiency baseline (identity.baseline_key: the
+one-worker run of the same framework and options with the same per-worker batch under weak
+scaling, the same global batch under strong scaling).
 """
 
 from __future__ import annotations
@@ -15,34 +17,15 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from scalebench import stats
+from scalebench import identity, stats
 from scalebench.envinfo import HARDWARE_FIELDS
 from scalebench.errors import UserError
 
-# A run on one side matches a run on the other when all of these agree ("device_kind" comes from
-# the record's environment: the accelerator model on GPUs, "cpu" on CPUs).
-MATCH_FIELDS = ("framework", "model", "world_size", "nodes", "batch_size", "image_size",
-                "precision", "device_kind", "scaling", "data")
-# Settings outside the match key that still change the numbers: a row notes when they differ.
+# Settings outside the configuration key that still change the numbers: a row notes when they
+# differ. (Which records are the same configuration is identity.config_key's answer.)
 SETTING_FIELDS = ("warmup", "iters", "threads_per_worker", "aux_logits", "options")
 METRICS = ("throughput", "efficiency")
 VERDICTS = ("regression", "improvement", "unchanged", "new", "missing")
-
-
-def device_kind(record: dict) -> str | None:
-    return (record.get("env") or {}).get("device_kind") or record.get("device")
-
-
-def match_key(record: dict) -> tuple:
-    return tuple(device_kind(record) if f == "device_kind" else record.get(f) for f in MATCH_FIELDS)
-
-
-def describe_key(key: Sequence) -> str:
-    k = dict(zip(MATCH_FIELDS, key, strict=True))
-    nodes = f" {k['nodes']} nodes" if k["nodes"] and k["nodes"] > 1 else ""
-    return (f"{k['model']} {k['framework']} x{k['world_size']}{nodes} {k['precision']} "
-            f"b{k['batch_size']} {k['image_size']}px {k['device_kind']} {k['scaling']}"
-            + ("" if k["data"] == "synthetic" else f" {k['data']}"))
 
 
 @dataclass(frozen=True)
@@ -54,13 +37,13 @@ class Side:
 
 
 def index_runs(records: Iterable[dict]) -> dict[tuple, Side]:
-    """Train records by match key; later records (file order) replace earlier ones."""
+    """Train records by configuration key; later records (file order) replace earlier ones."""
     ok: dict[tuple, dict] = {}
     last: dict[tuple, dict] = {}
     for r in records:
         if r.get("kind") != "train":
             continue
-        key = match_key(r)
+        key = identity.config_key(r)
         last[key] = r
         if r.get("status") == "ok":
             ok[key] = r
@@ -78,19 +61,11 @@ def metric_samples(metric: str, key: tuple, runs: dict[tuple, Side]) -> tuple[li
     trials = side.ok["trial_images_per_sec"]
     if metric == "throughput":
         return list(trials), ""
-    k = dict(zip(MATCH_FIELDS, key, strict=True))
-    one_key = match_key_with(key, world_size=1, nodes=1)
-    one = runs.get(one_key)
+    one = runs.get(identity.baseline_key(side.ok))
     if one is None or one.ok is None:
         return None, "no ok one-worker run to take efficiency against"
     mean_1 = stats.summarize(one.ok["trial_images_per_sec"]).mean
-    return stats.efficiency_samples(trials, k["world_size"], mean_1), ""
-
-
-def match_key_with(key: tuple, **changes) -> tuple:
-    values = dict(zip(MATCH_FIELDS, key, strict=True))
-    values.update(changes)
-    return tuple(values[f] for f in MATCH_FIELDS)
+    return stats.efficiency_samples(trials, side.ok["world_size"], mean_1), ""
 
 
 @dataclass(frozen=True)
@@ -121,7 +96,7 @@ def judge(baseline: Sequence[float], current: Sequence[float], threshold: float,
 @dataclass(frozen=True)
 class Verdict:
     metric: str
-    key: tuple  # values of MATCH_FIELDS
+    key: tuple  # identity.config_key
     verdict: str  # one of VERDICTS
     baseline: stats.Summary | None
     current: stats.Summary | None
@@ -133,7 +108,7 @@ class Verdict:
 
     @property
     def config(self) -> str:
-        return describe_key(self.key)
+        return identity.describe(self.key)
 
 
 def _setting_notes(key: tuple, base: dict[tuple, Side], cur: dict[tuple, Side]) -> tuple[str, ...]:
@@ -151,7 +126,7 @@ def compare_metric(metric: str, base: dict[tuple, Side], cur: dict[tuple, Side],
                    alpha: float) -> list[Verdict]:
     verdicts = []
     for key in sorted(set(base) | set(cur), key=lambda k: tuple(str(v) for v in k)):
-        if metric == "efficiency" and dict(zip(MATCH_FIELDS, key, strict=True))["world_size"] == 1:
+        if metric == "efficiency" and identity.key_dict(key)["world_size"] == 1:
             continue  # a one-worker run is its own reference: efficiency 1 by definition
         b, b_why = metric_samples(metric, key, base)
         c, c_why = metric_samples(metric, key, cur)
@@ -250,8 +225,8 @@ def compare(baseline: list[dict], current: list[dict], threshold: float = 5.0, a
     if not set(base) & set(cur):
         raise UserError(
             f"no configuration appears in both {baseline_label} and {current_label}; nothing to "
-            f"compare (baseline: {'; '.join(sorted({describe_key(k) for k in base}))}; current: "
-            f"{'; '.join(sorted({describe_key(k) for k in cur}))})")
+            f"compare (baseline: {'; '.join(sorted({identity.describe(k) for k in base}))}; current: "
+            f"{'; '.join(sorted({identity.describe(k) for k in cur}))})")
     verdicts: list[Verdict] = []
     for metric in metrics:
         verdicts += compare_metric(metric, base, cur, threshold, alpha)

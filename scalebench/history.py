@@ -17,19 +17,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from scalebench import compare, stats
+from scalebench import compare, frameworks, identity, stats
 from scalebench.errors import UserError
 
+# Rows that add `step_options`, `options` and `global_batch` are still version 1: older rows
+# without them read as runs with the framework's default options.
 HISTORY_VERSION = 1
 METRICS = compare.METRICS
-# A configuration's trend: everything in compare's match key except framework and workers,
-# which become the lines of one panel.
-PANEL_FIELDS = ("model", "batch_size", "image_size", "precision", "device_kind", "scaling", "data")
-LINE_FIELDS = ("framework", "world_size", "nodes")
 
 
 def _row_id(record: dict) -> str:
-    basis = json.dumps([list(compare.match_key(record)), record.get("timestamp"),
+    key = list(identity.config_key(record))
+    if key[-1] == "{}":
+        key.pop()  # default options: the id rows had before step options were part of the key
+    basis = json.dumps([key, record.get("timestamp"),
                         (record.get("env") or {}).get("hostname"), record.get("run_id"),
                         record.get("status"), record.get("trial_images_per_sec")],
                        sort_keys=True, default=str)
@@ -44,7 +45,7 @@ def rows_from_records(records: list[dict], commit: str | None = None, source: st
     for r in records:
         if r.get("kind") != "train":
             continue
-        key = compare.match_key(r)
+        key = identity.config_key(r)
         env = r.get("env") or {}
         row = {
             "history_version": HISTORY_VERSION,
@@ -54,7 +55,9 @@ def rows_from_records(records: list[dict], commit: str | None = None, source: st
             "commit": commit or env.get("git_commit"),
             "source": source,
             "run_id": r.get("run_id"),
-            **dict(zip(compare.MATCH_FIELDS, key, strict=True)),
+            **identity.key_dict(key),
+            "global_batch": r.get("global_batch"),
+            "options": frameworks.step_options(r.get("framework"), r.get("options")),
             "status": r.get("status"),
             "error": r.get("error"),
             "trial_images_per_sec": None, "images_per_sec": None,
@@ -139,6 +142,22 @@ def _when(row: dict) -> datetime:
     return datetime.fromtimestamp(0).astimezone()
 
 
+def panel_key(row: dict) -> tuple:
+    """A trend panel: one scaling series (identity.series_key). Rows written before
+    `global_batch` was kept get per-worker batch x workers."""
+    if row.get("global_batch") is None and row.get("batch_size") is not None:
+        row = {**row, "global_batch": row["batch_size"] * (row.get("world_size") or 1)}
+    return identity.series_key(row)
+
+
+def line_key(row: dict) -> tuple:
+    """A line within a panel: (framework, workers, nodes), and the step options in words as a
+    fourth item when any differs from the framework's defaults."""
+    label = identity.step_label(row)
+    return (row.get("framework"), row.get("world_size"), row.get("nodes")) + \
+        ((label,) if label else ())
+
+
 def trends(rows: Iterable[dict], metric: str, threshold: float = 5.0, alpha: float = 0.05
            ) -> dict[tuple, dict[tuple, list[Point]]]:
     """panel key -> line key -> points in time order, each judged against the one before."""
@@ -147,8 +166,7 @@ def trends(rows: Iterable[dict], metric: str, threshold: float = 5.0, alpha: flo
     for row in rows:
         if row.get("status") != "ok" or not row.get(field):
             continue
-        panel = tuple(row.get(f) for f in PANEL_FIELDS)
-        line = tuple(row.get(f) for f in LINE_FIELDS)
+        panel, line = panel_key(row), line_key(row)
         series.setdefault(panel, {}).setdefault(line, []).append((_when(row), row))
     out: dict[tuple, dict[tuple, list[Point]]] = {}
     for panel, lines in series.items():
@@ -171,14 +189,17 @@ def regressions(tr: dict[tuple, dict[tuple, list[Point]]]) -> list[tuple[tuple, 
 
 
 def panel_title(panel: tuple) -> str:
-    p = dict(zip(PANEL_FIELDS, panel, strict=True))
-    return (f"{p['model']} {p['precision']} b{p['batch_size']} {p['image_size']}px "
-            f"{p['device_kind']} {p['scaling']}")
+    p = dict(zip(identity.SERIES_FIELDS, panel, strict=True))
+    batch = f"b{p['scaling_batch']}" + (" global" if p["scaling"] == "strong" else "")
+    return (f"{p['model']} {p['precision']} {batch} {p['image_size']}px "
+            f"{p['device_kind']} {p['scaling']}"
+            + ("" if p["data"] in (None, "synthetic") else f" {p['data']}"))
 
 
 def line_label(line: tuple) -> str:
-    framework, workers, nodes = line
-    return f"{framework} x{workers}" + (f" ({nodes} nodes)" if nodes and nodes > 1 else "")
+    framework, workers, nodes, *label = line
+    return (f"{framework}" + (f" [{label[0]}]" if label else "") + f" x{workers}"
+            + (f" ({nodes} nodes)" if nodes and nodes > 1 else ""))
 
 
 def plot_metric(tr: dict[tuple, dict[tuple, list[Point]]], metric: str, path: Path) -> Path | None:

@@ -32,27 +32,37 @@ RESUME_FIELDS = ("kind", "framework", "model", "world_size", "nodes", "batch_siz
 
 
 def device_kind(record: Mapping[str, Any]) -> str | None:
-    """The accelerator model on GPUs, "cpu" on CPUs (from the record's environment)."""
-    return (record.get("env") or {}).get("device_kind") or record.get("device")
+    """The accelerator model on GPUs, "cpu" on CPUs (from the record's environment; a summary
+    or history row carries it as its own field)."""
+    return ((record.get("env") or {}).get("device_kind") or record.get("device_kind")
+            or record.get("device"))
+
+
+def step_options(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's step-changing options that differ from the framework's defaults: a record
+    that gives an option its default value (fp16_allreduce false) is the same configuration
+    as one that leaves it out."""
+    framework = record.get("framework")
+    defaults = frameworks.default_step_options(framework)
+    return {name: value for name, value in
+            frameworks.step_options(framework, record.get("options")).items()
+            if defaults.get(name) != value}
 
 
 def step_options_text(record: Mapping[str, Any]) -> str:
-    """The record's step-changing options as canonical JSON ("{}" when none)."""
-    return json.dumps(frameworks.step_options(record.get("framework"), record.get("options")),
-                      sort_keys=True, default=str)
+    """step_options as canonical JSON ("{}" when none is set)."""
+    return json.dumps(step_options(record), sort_keys=True, default=str)
+
+
+def _label(options: Mapping[str, Any]) -> str:
+    return ", ".join(name if value is True else f"{name}={value}"
+                     for name, value in sorted(options.items()))
 
 
 def step_label(record: Mapping[str, Any]) -> str:
     """Short words for the step options that differ from the framework's defaults, e.g.
     "fp16_allreduce, fusion_threshold_mb=32" ("" when none is set)."""
-    opts = json.loads(step_options_text(record))
-    defaults = frameworks.default_step_options(record.get("framework"))
-    parts = []
-    for name, value in sorted(opts.items()):
-        if defaults.get(name) == value:
-            continue
-        parts.append(name if value is True else f"{name}={value}")
-    return ", ".join(parts)
+    return _label(step_options(record))
 
 
 def scaling_batch(record: Mapping[str, Any]) -> Any:
@@ -70,10 +80,12 @@ def config_key(record: Mapping[str, Any]) -> tuple:
 
 
 def key_dict(key: Sequence) -> dict[str, Any]:
+    """A configuration key as {field: value}."""
     return dict(zip(CONFIG_FIELDS, key, strict=True))
 
 
 def with_changes(key: Sequence, **changes: Any) -> tuple:
+    """The key with some fields replaced."""
     values = key_dict(key)
     values.update(changes)
     return tuple(values[f] for f in CONFIG_FIELDS)
@@ -87,6 +99,12 @@ def baseline_key(record: Mapping[str, Any], world_size: int = 1) -> tuple:
     if record.get("scaling") == "strong":
         batch = record.get("global_batch") // world_size
     return with_changes(config_key(record), world_size=world_size, nodes=1, batch_size=batch)
+
+
+def best_baseline_key(record: Mapping[str, Any]) -> tuple:
+    """baseline_key with framework and step options left open (None): the one-worker runs of
+    every framework that efficiency_vs_best chooses from."""
+    return with_changes(baseline_key(record), framework=None, step_options=None)
 
 
 def series_key(record: Mapping[str, Any]) -> tuple:
@@ -106,14 +124,11 @@ def describe(key: Sequence) -> str:
     """A configuration key in words, e.g. "vgg16 horovod x2 fp32 b2 75px cpu weak"."""
     k = key_dict(key)
     nodes = f" {k['nodes']} nodes" if k["nodes"] and k["nodes"] > 1 else ""
-    opts = json.loads(k["step_options"] or "{}")
-    defaults = frameworks.default_step_options(k["framework"])
-    extra = [name if v is True else f"{name}={v}" for name, v in sorted(opts.items())
-             if defaults.get(name) != v]
+    extra = _label(json.loads(k["step_options"] or "{}"))
     return (f"{k['model']} {k['framework']} x{k['world_size']}{nodes} {k['precision']} "
             f"b{k['batch_size']} {k['image_size']}px {k['device_kind']} {k['scaling']}"
             + ("" if k["data"] == "synthetic" else f" {k['data']}")
-            + (f" [{', '.join(extra)}]" if extra else ""))
+            + (f" [{extra}]" if extra else ""))
 
 
 def resume_key(record: Mapping[str, Any]) -> tuple:

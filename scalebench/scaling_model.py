@@ -23,94 +23,33 @@ Everything here is pure: no launches, no I/O. UserError for bad user input (exit
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from scalebench import workloads
+from scalebench import analysis, frameworks, workloads
 from scalebench.errors import UserError
+
+# BANDWIDTH_HELP, parse_bandwidth and parse_duration: read from here by commands/report.py
+# until it imports them from scalebench.units.
+from scalebench.units import (  # noqa: F401
+    BANDWIDTH_HELP,
+    format_bandwidth,
+    parse_bandwidth,
+    parse_duration,
+)
 
 BACKWARD_TO_FORWARD = 2.0
 DEFAULT_STEP_LATENCY = 5e-6  # seconds per ring step; NCCL's own tuning model uses ~3-10 us
 FP32_BYTES, FP16_BYTES = 4, 2
 MIB = 2**20
-# Gradients are sent in fused messages: Horovod's fusion buffer (HOROVOD_FUSION_THRESHOLD:
-# 128 MiB since Horovod 0.21, 64 MiB before, when its published benchmarks were made) and DDP's
-# gradient buckets (bucket_cap_mb, 25 MiB; Ray Train uses DDP).
-BUCKET_BYTES = {"horovod": 128 * MIB, "ddp": 25 * MIB, "ray": 25 * MIB}
-DEFAULT_BUCKET_BYTES = 64 * MIB  # predict's default: the published Horovod tables' setting
+# Measured rows take their message size from the framework and the run's options
+# (frameworks.bucket_bytes: Horovod's fusion buffer, DDP's buckets). predict's default is the
+# fusion buffer of Horovod's published tables (64 MiB, before 0.21 raised it to 128 MiB).
+DEFAULT_BUCKET_BYTES = 64 * MIB
 
 BELOW, COMM, COMPUTE, ABOVE, NOT_MODELLED = (
     "below-model", "communication-bound", "compute-bound", "above-model", "not-modelled")
-
-
-# ---------------------------------------------------------------- units
-
-_DECIMAL = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_BINARY = {"ki": 2.0**10, "mi": 2.0**20, "gi": 2.0**30, "ti": 2.0**40}
-_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)(?:[eE]([-+]?\d+))?"
-_BANDWIDTH_RE = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-z/]*)\s*$")
-BANDWIDTH_HELP = "e.g. 25Gbit, 25Gbps, 3.1GB/s, 100MB/s"
-
-
-def parse_bandwidth(text: str, name: str = "bandwidth") -> float:
-    """A bandwidth with its unit -> bytes per second.
-
-    Bits: bit, bits, b, bps, b/s; bytes: B, Bps, B/s. Prefixes k, M, G, T are powers of ten
-    (network and nccl-tests convention); Ki, Mi, Gi, Ti powers of two. 25Gbit -> 3.125e9.
-    """
-    raw = str(text)
-    match = _BANDWIDTH_RE.match(raw)
-    if not match:
-        raise UserError(f"{name}: cannot read {raw!r} as a bandwidth; use a number and a unit, "
-                        f"{BANDWIDTH_HELP}")
-    mantissa, exponent, unit = match.groups()
-    value = float(mantissa) * (10.0 ** int(exponent) if exponent else 1.0)
-    if not unit:
-        raise UserError(f"{name}: {raw!r} has no unit; use {BANDWIDTH_HELP}")
-    body = unit
-    for suffix in ("/s", "ps"):
-        if body.endswith(suffix) and len(body) > len(suffix):
-            body = body[: -len(suffix)]
-            break
-    if body.lower().endswith(("bits", "bit")):
-        bits, prefix = True, body[: -4 if body.lower().endswith("bits") else -3]
-    elif body.endswith("b"):
-        bits, prefix = True, body[:-1]
-    elif body.endswith("B"):
-        bits, prefix = False, body[:-1]
-    else:
-        raise UserError(f"{name}: unknown unit {unit!r} in {raw!r}; use {BANDWIDTH_HELP}")
-    scale = _DECIMAL.get(prefix.lower(), _BINARY.get(prefix.lower()))
-    if scale is None:
-        raise UserError(f"{name}: unknown unit {unit!r} in {raw!r}; use {BANDWIDTH_HELP}")
-    result = value * scale / (8.0 if bits else 1.0)
-    if not math.isfinite(result) or result <= 0:
-        raise UserError(f"{name}: must be above 0, got {raw!r}")
-    return result
-
-
-_DURATION_RE = re.compile(rf"^\s*{_NUMBER}\s*([a-zµμ]*)\s*$")
-_DURATION_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "μs": 1e6, "ns": 1e9}  # per second
-
-
-def parse_duration(text: str, name: str = "latency") -> float:
-    """'5us' -> 5e-06; units s, ms, us (or µs), ns; a bare 0 is allowed."""
-    raw = str(text)
-    match = _DURATION_RE.match(raw)
-    if match:
-        mantissa, exponent, unit = match.groups()
-        value = float(mantissa) * (10.0 ** int(exponent) if exponent else 1.0)
-        if unit in _DURATION_UNITS or (not unit and value == 0):
-            value /= _DURATION_UNITS.get(unit, 1.0)
-            if math.isfinite(value):
-                return value
-    raise UserError(f"{name}: cannot read {raw!r} as a time; use e.g. 5us, 0.01ms, 0")
-
-
-def format_bandwidth(bytes_per_sec: float) -> str:
-    return f"{bytes_per_sec / 1e9:.3g} GB/s ({bytes_per_sec * 8 / 1e9:.3g} Gbit/s)"
 
 
 # ---------------------------------------------------------------- the model
@@ -360,10 +299,8 @@ LinkKey = tuple[str, str, int, int]  # framework, device, world size, nodes
 
 def links_from_allreduce(records: Sequence[dict]) -> dict[LinkKey, Link]:
     """One fitted Link per framework x device x workers x nodes from the newest ok points."""
-    from scalebench.allreduce import latest_points
-
     groups: dict[LinkKey, list[tuple[int, float]]] = {}
-    for r in latest_points(records):
+    for r in analysis.latest_allreduce_points(records):
         key = (r["framework"], r["device"], r["world_size"], r["nodes"])
         groups.setdefault(key, []).append((r["size_bytes"], r["seconds"]))
     return {key: fit_link(points, key[2], f"{key[0]} allreduce, {key[2]} workers")
@@ -398,8 +335,10 @@ def model_rows(rows: Sequence[dict], link: Link | float | Callable[[dict], Link 
     row -> Link or None (e.g. link_chooser(links_from_allreduce(records))). The one-worker
     throughput is the row's own baseline (images_per_sec / (N x efficiency)); per-worker
     compute is batch_size / that, so strong-scaling rows get their smaller per-worker batch.
-    Gradients are fp32 unless the row says fp16_allreduce. Rows that cannot be modelled come
-    back with verdict NOT_MODELLED and the reason.
+    Gradients are fp32 unless the row's options say fp16_allreduce (Horovod's compression);
+    messages are the framework's buckets under the row's options (frameworks.bucket_bytes)
+    unless bucket_bytes is given. Rows that cannot be modelled come back with verdict
+    NOT_MODELLED and the reason.
     """
     if isinstance(link, (int, float)):
         link = Link(float(link), DEFAULT_STEP_LATENCY, "given")
@@ -411,7 +350,8 @@ def model_rows(rows: Sequence[dict], link: Link | float | Callable[[dict], Link 
             continue
         entry: dict[str, Any] = {
             **{k: row.get(k) for k in ("model", "framework", "precision", "world_size", "nodes",
-                                       "batch_size", "device", "scaling")},
+                                       "batch_size", "device", "scaling", "options",
+                                       "step_label")},
             "efficiency": row.get("efficiency"),
             "efficiency_ci95_low": row.get("efficiency_ci95_low"),
             "efficiency_ci95_high": row.get("efficiency_ci95_high"),
@@ -431,14 +371,17 @@ def model_rows(rows: Sequence[dict], link: Link | float | Callable[[dict], Link 
         info = workloads.get_info(row["model"])
         params = info.param_count(workloads.uses_aux_logits(row["model"], row["image_size"]))
         base = row["images_per_sec"] / (workers * row["efficiency"])
-        b = bounds(row["batch_size"] / base, gradient_bytes(params, bool(row.get("fp16_allreduce"))),
-                   workers, chosen, backward_to_forward=backward_to_forward,
-                   bucket_bytes=bucket_bytes or BUCKET_BYTES.get(row["framework"],
-                                                                 DEFAULT_BUCKET_BYTES))
+        options = row.get("options") or {}
+        fp16 = bool(options.get("fp16_allreduce", row.get("fp16_allreduce")))
+        bucket = (bucket_bytes or frameworks.bucket_bytes(row["framework"], options)
+                  or DEFAULT_BUCKET_BYTES)
+        b = bounds(row["batch_size"] / base, gradient_bytes(params, fp16), workers, chosen,
+                   backward_to_forward=backward_to_forward, bucket_bytes=bucket)
         verdict = judge(b, row["efficiency"], row.get("efficiency_ci95_low"),
                         row.get("efficiency_ci95_high"))
         out.append({
-            **entry, "params": params, **b.as_dict(),
+            **entry, "params": params, "fp16_allreduce": fp16, "bucket_bytes": bucket,
+            **b.as_dict(),
             "link_bandwidth": chosen.bandwidth, "link_step_latency": chosen.step_latency,
             "link_source": chosen.source,
             "verdict": verdict.code, "verdict_text": verdict.text,
@@ -449,8 +392,6 @@ def model_rows(rows: Sequence[dict], link: Link | float | Callable[[dict], Link 
 
 def report_rows(records: Sequence[dict], link: Link | None = None) -> list[dict]:
     """model_rows for a results file: the given link, else the allreduce points among records."""
-    from scalebench import analysis
-
     rows = analysis.summary_rows(list(records))
     if link is None:
         return model_rows(rows, link_chooser(links_from_allreduce(records)))

@@ -55,6 +55,7 @@ def parse_bandwidth(text: str, name: str = "bandwidth") -> float:
 
     Bits: bit, bits, b, bps, b/s; bytes: B, Bps, B/s. Prefixes k, M, G, T are powers of ten
     (network and nccl-tests convention); Ki, Mi, Gi, Ti powers of two. 25Gbit -> 3.125e9.
+    A lowercase prefix with a lowercase b ("gb", "mb/s", "gbps") is refused as ambiguous.
     """
     raw = str(text)
     match = _BANDWIDTH_RE.match(raw)
@@ -70,6 +71,14 @@ def parse_bandwidth(text: str, name: str = "bandwidth") -> float:
         if body.endswith(suffix) and len(body) > len(suffix):
             body = body[: -len(suffix)]
             break
+    if body.endswith("b") and body[:-1].islower() and (body[:-1] in _DECIMAL or
+                                                       body[:-1] in _BINARY):
+        # "gb", "mb/s", "gbps": a lowercase prefix with a lowercase b is written for bits and
+        # for bytes alike; refuse to guess.
+        prefix = body[:-1]
+        proper = prefix if prefix == "k" else prefix[0].upper() + prefix[1:]
+        raise UserError(f"{name}: {unit!r} is ambiguous; write {proper}bit/s for bits or "
+                        f"{proper}B/s for bytes")
     if body.lower().endswith(("bits", "bit")):
         bits, prefix = True, body[: -4 if body.lower().endswith("bits") else -3]
     elif body.endswith("b"):

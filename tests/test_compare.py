@@ -1,6 +1,7 @@
 """scalebench compare: verdicts, exit codes, warnings and renderings.
 
-Fast tests use fabricated records; the slow ones compare a real tiny sweep with copies of it.
+Most tests use fabricated records; the reference-set tests compare real records (the committed
+reference set's DDP runs, tests/conftest.py tiny_sweep) with copies of them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import statistics
 import pytest
 from scipy.stats import t as student_t
 
-from scalebench import cli, compare
+from scalebench import cli, compare, identity
 from tests.conftest import fake_record, read_records, variant, write_records
 
 TIGHT_1 = (10.0, 10.1, 9.9)
@@ -32,7 +33,7 @@ def run_compare(capsys, baseline, current, *extra) -> tuple[int, str, str]:
 
 
 def verdicts(comparison) -> dict[tuple[str, int], str]:
-    return {(v.metric, dict(zip(compare.MATCH_FIELDS, v.key, strict=True))["world_size"]): v.verdict
+    return {(v.metric, identity.key_dict(v.key)["world_size"]): v.verdict
             for v in comparison.verdicts}
 
 
@@ -192,7 +193,7 @@ def test_partly_malformed_file_warns_and_compares(tmp_path, capsys):
     assert "partial.jsonl:3: skipped: malformed JSON" in out
 
 
-# ---------------------------------------------------------------- a real tiny sweep (slow)
+# ---------------------------------------------------------------- real records (reference set)
 
 def t_interval(samples: list[float]) -> tuple[float, float]:
     """Student-t 95% interval of the mean, written out independently of scalebench.stats."""
@@ -201,15 +202,13 @@ def t_interval(samples: list[float]) -> tuple[float, float]:
     return mean - half, mean + half
 
 
-@pytest.mark.slow
-def test_real_sweep_against_itself_passes(tiny_sweep, capsys):
+def test_reference_against_itself_passes(tiny_sweep, capsys):
     code, out, err = run_compare(capsys, tiny_sweep, tiny_sweep.parent)
     assert code == 0, out + err
     assert "unchanged: 3" in out
 
 
-@pytest.mark.slow
-def test_real_sweep_twenty_percent_lower(tiny_sweep, tmp_path, capsys):
+def test_reference_twenty_percent_lower(tiny_sweep, tmp_path, capsys):
     records = read_records(tiny_sweep)
     lowered = write_records(tmp_path / "lowered.jsonl", variant(records, factor=0.8))
     code, out, err = run_compare(capsys, tiny_sweep, lowered)
@@ -230,21 +229,19 @@ def test_real_sweep_twenty_percent_lower(tiny_sweep, tmp_path, capsys):
         resolvable += significant
     assert code == (1 if resolvable else 0), out + err
     if not resolvable:
-        pytest.skip("this machine's tiny runs vary too much for 3 trials to resolve a 20% drop; "
+        pytest.skip("the reference runs vary too much for 3 trials to resolve a 20% drop; "
                     "compare rightly reported 'unchanged' (checked above)")
     assert out.count("REGRESSION") == resolvable
 
 
-@pytest.mark.slow
-def test_real_sweep_two_percent_drop_is_unchanged(tiny_sweep, tmp_path, capsys):
+def test_reference_two_percent_drop_is_unchanged(tiny_sweep, tmp_path, capsys):
     dropped = write_records(tmp_path / "dropped.jsonl", variant(read_records(tiny_sweep), 0.98))
     code, out, err = run_compare(capsys, tiny_sweep, dropped)
     assert code == 0, out + err
     assert "unchanged: 3" in out and "REGRESSION" not in out
 
 
-@pytest.mark.slow
-def test_real_sweep_other_environment_warns(tiny_sweep, tmp_path, capsys):
+def test_reference_other_environment_warns(tiny_sweep, tmp_path, capsys):
     other = variant(read_records(tiny_sweep), env={"cpu_model": "Some Other CPU", "nccl": "2.99"})
     code, out, _ = run_compare(capsys, tiny_sweep, write_records(tmp_path / "o.jsonl", other))
     assert code == 0
@@ -253,8 +250,7 @@ def test_real_sweep_other_environment_warns(tiny_sweep, tmp_path, capsys):
     assert "unchanged: 3" in out  # still matched: the warning does not hide the comparison
 
 
-@pytest.mark.slow
-def test_real_sweep_malformed_copy_exits_2(tiny_sweep, tmp_path, capsys):
+def test_reference_malformed_copy_exits_2(tiny_sweep, tmp_path, capsys):
     broken = tmp_path / "broken.jsonl"
     broken.write_text("".join(line[: len(line) // 2] + "\n"
                               for line in tiny_sweep.read_text().splitlines()))

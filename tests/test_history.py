@@ -108,8 +108,7 @@ def test_plot_marks_regressions_against_the_previous_point(tmp_path, capsys):
     assert verdicts == [None, "unchanged", "regression", "unchanged"]
 
 
-@pytest.mark.slow
-def test_history_of_a_real_sweep(tiny_sweep, tmp_path, capsys):
+def test_history_of_the_reference_runs(tiny_sweep, tmp_path, capsys):
     records = read_records(tiny_sweep)
     later = write_records(tmp_path / "later.jsonl", variant(records, 0.8, seconds_later=3600))
     store = tmp_path / "history.jsonl"

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from scalebench import cli
+from scalebench import analysis, cli, units
 from scalebench import scaling_model as sm
 from scalebench.errors import UserError
 
@@ -18,34 +18,36 @@ GBIT25 = 25e9 / 8
 
 @pytest.mark.parametrize("text, expected", [
     ("25Gbit", 3.125e9), ("25Gbps", 3.125e9), ("25Gb/s", 3.125e9), ("25 Gbit/s", 3.125e9),
-    ("3.1GB/s", 3.1e9), ("3.1GBps", 3.1e9), ("100MB/s", 1e8), ("100mb/s", 12.5e6),
+    ("3.1GB/s", 3.1e9), ("3.1GBps", 3.1e9), ("100MB/s", 1e8),
     ("1GiB/s", 2.0**30), ("10Gibit", 10 * 2.0**30 / 8), ("800kbit", 1e5), ("1e3B/s", 1e3),
     ("1TB/s", 1e12),
 ])
 def test_bandwidth_units(text, expected):
-    assert sm.parse_bandwidth(text) == pytest.approx(expected)
+    assert units.parse_bandwidth(text) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("text, message", [
     ("0Gbit", "must be above 0"), ("25", "has no unit"), ("25Gbat", "unknown unit"),
     ("25XB/s", "unknown unit"), ("fast", "cannot read"), ("-3GB/s", "cannot read"),
     ("25/s", "unknown unit"),
+    # a lowercase prefix with a lowercase b says neither bits nor bytes
+    ("100mb/s", "'mb/s' is ambiguous; write Mbit/s for bits or MB/s for bytes"),
 ])
 def test_bandwidth_errors(text, message):
     with pytest.raises(UserError, match=message):
-        sm.parse_bandwidth(text)
+        units.parse_bandwidth(text)
 
 
 @pytest.mark.parametrize("text, expected", [("5us", 5e-6), ("5µs", 5e-6), ("0.01ms", 1e-5),
                                             ("0", 0.0), ("2e-6s", 2e-6), ("100ns", 1e-7)])
 def test_durations(text, expected):
-    assert sm.parse_duration(text) == pytest.approx(expected)
+    assert units.parse_duration(text) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("text", ["5", "5 parsecs", "-1us", ""])
 def test_duration_errors(text):
     with pytest.raises(UserError, match="latency"):
-        sm.parse_duration(text)
+        units.parse_duration(text)
 
 
 # ---------------------------------------------------------------- bounds by hand
@@ -126,7 +128,7 @@ PUBLISHED = {512: {"inception_v3": 0.90, "resnet101": 0.90, "vgg16": 0.68},  # 1
 @pytest.mark.parametrize("workers", sorted(PUBLISHED))
 def test_published_efficiencies_fall_between_the_bounds(workers, latency):
     for model, published in PUBLISHED[workers].items():
-        p = sm.predict(model, workers, sm.parse_bandwidth("25Gbit"), ONE_GPU[model], 64,
+        p = sm.predict(model, workers, units.parse_bandwidth("25Gbit"), ONE_GPU[model], 64,
                        step_latency=latency, bucket_bytes=64 * 2**20,
                        measured_efficiency=published)
         assert p["efficiency_no_overlap"] < published < p["efficiency_full_overlap"], (model, p)
@@ -250,3 +252,78 @@ def test_predict_bad_latency_and_bucket(capsys):
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("scalebench predict: error: latency:")
     assert err[1].startswith("scalebench predict: error: bucket:")
+
+
+# ---------------------------------------------------------------- units: bits or bytes, said
+
+@pytest.mark.parametrize("text, expected", [
+    ("8Gbit/s", 1e9), ("8Gbps", 1e9), ("1GB/s", 1e9), ("1GiB/s", 2.0**30), ("8Gibit", 2.0**30),
+])
+def test_bandwidth_units_that_say_bits_or_bytes(text, expected):
+    assert units.parse_bandwidth(text) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text, unit, bits, bytes_", [
+    ("25gb", "gb", "Gbit/s", "GB/s"), ("25gbps", "gbps", "Gbit/s", "GB/s"),
+    ("100mb/s", "mb/s", "Mbit/s", "MB/s"), ("1gib/s", "gib/s", "Gibit/s", "GiB/s"),
+])
+def test_ambiguous_bandwidth_units_are_refused(text, unit, bits, bytes_):
+    with pytest.raises(UserError) as info:
+        units.parse_bandwidth(text)
+    assert str(info.value) == (f"bandwidth: {unit!r} is ambiguous; write {bits} for bits or "
+                               f"{bytes_} for bytes")
+
+
+def test_predict_refuses_an_ambiguous_bandwidth(capsys):
+    assert cli.main(_swap(PREDICT, "--bandwidth", "25gbps")) == 2
+    err = capsys.readouterr().err
+    assert "bandwidth: 'gbps' is ambiguous" in err and len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- the run's own options
+
+VGG16_PARAMS = 138_357_544
+
+
+def test_fp16_compressed_vgg16_row_is_modelled_with_half_the_bytes():
+    plain = summary_row(model="vgg16", framework="horovod", options={})
+    compressed = summary_row(model="vgg16", framework="horovod",
+                             options={"fp16_allreduce": True}, step_label="fp16_allreduce")
+    [a, b] = sm.model_rows([plain, compressed], sm.Link(1e9, 0.0))
+    assert a["grad_bytes"] == VGG16_PARAMS * 4  # ~553 MB
+    assert b["grad_bytes"] == VGG16_PARAMS * 2  # ~277 MB
+    assert b["grad_bytes"] == pytest.approx(277e6, rel=0.01)
+    assert (a["fp16_allreduce"], b["fp16_allreduce"]) == (False, True)
+    assert b["allreduce_seconds"] == pytest.approx(a["allreduce_seconds"] / 2)
+    assert b["step_label"] == "fp16_allreduce"
+
+
+def test_bucket_bytes_come_from_the_framework_and_its_options():
+    link = sm.Link(1e9, 1e-6)
+    grad = 44_549_160 * 4  # resnet101, ~178 MB
+    rows = sm.model_rows([summary_row(framework="horovod"),
+                          summary_row(framework="horovod", options={"fusion_threshold_mb": 32}),
+                          summary_row(framework="ddp")], link)
+    assert [r["bucket_bytes"] for r in rows] == [128 * 2**20, 32 * 2**20, 25 * 2**20]
+    assert [r["messages"] for r in rows] == [math.ceil(grad / b) for b in
+                                             (128 * 2**20, 32 * 2**20, 25 * 2**20)]
+
+
+def allreduce_record(size: int, seconds: float, timestamp: str = "t0", **fields) -> dict:
+    r = {"kind": "allreduce", "status": "ok", "framework": "ddp", "world_size": 2, "nodes": 1,
+         "dtype": "float32", "device": "cpu", "env": {"device_kind": "cpu"},
+         "size_bytes": size, "seconds": seconds, "timestamp": timestamp}
+    r.update(fields)
+    return r
+
+
+def test_links_come_from_the_newest_allreduce_points():
+    bw = 1e9  # bus bandwidth: 2 workers move 2(N-1)/N = 1 x the message
+    records = [allreduce_record(s, 1.0) for s in (2**20, 2**23)]  # older, replaced below
+    records += [allreduce_record(s, s / bw, "t1") for s in (2**20, 2**23)]
+    records.append(allreduce_record(2**20, 9.0, status="failed"))
+    points = analysis.latest_allreduce_points(records)
+    assert [(p["size_bytes"], p["timestamp"]) for p in points] == [(2**20, "t1"), (2**23, "t1")]
+    [(key, link)] = sm.links_from_allreduce(records).items()
+    assert key == ("ddp", "cpu", 2, 1)
+    assert link.bandwidth == pytest.approx(bw) and link.step_latency == pytest.approx(0.0)

@@ -9,8 +9,7 @@ import argparse
 import json
 
 from scalebench import scaling_model as sm
-from scalebench import workloads
-from scalebench.allreduce import parse_size
+from scalebench import units, workloads
 from scalebench.errors import UserError
 
 
@@ -23,7 +22,7 @@ def register(sub) -> None:
     p.add_argument("--model", required=True, help=f"one of: {', '.join(workloads.MODELS)}")
     p.add_argument("--workers", required=True, help="worker count N (GPUs)")
     p.add_argument("--bandwidth", required=True,
-                   help=f"per-worker link bandwidth, {sm.BANDWIDTH_HELP} (bit units and "
+                   help=f"per-worker link bandwidth, {units.BANDWIDTH_HELP} (bit units and "
                    "k/M/G/T are powers of ten; Ki/Mi/Gi powers of two)")
     p.add_argument("--images-per-sec-one", required=True,
                    help="one worker's throughput (images/s) at --batch-size")
@@ -60,11 +59,11 @@ def run(args: argparse.Namespace) -> int:
     result = sm.predict(
         model=args.model,
         workers=int(_number("workers", args.workers, integer=True)),
-        bandwidth=sm.parse_bandwidth(args.bandwidth),
+        bandwidth=units.parse_bandwidth(args.bandwidth),
         images_per_sec_one=_number("images_per_sec_one", args.images_per_sec_one),
         batch_size=int(_number("batch_size", args.batch_size, integer=True)),
-        step_latency=sm.parse_duration(args.latency),
-        bucket_bytes=parse_size(args.bucket, "bucket"),
+        step_latency=units.parse_duration(args.latency),
+        bucket_bytes=units.parse_size(args.bucket, "bucket"),
         fp16_allreduce=bool(args.fp16_allreduce),
         backward_to_forward=_number("backward_ratio", args.backward_ratio),
         params=None if args.params is None else int(_number("params", args.params, integer=True)),
@@ -81,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
 def text_lines(r: dict) -> list[str]:
     ms = 1e3
     lines = [
-        f"{r['model']} on {r['workers']} workers over {sm.format_bandwidth(r['bandwidth_bytes_per_sec'])}, "
+        f"{r['model']} on {r['workers']} workers over "
+        f"{units.format_bandwidth(r['bandwidth_bytes_per_sec'])}, "
         f"{r['step_latency_seconds'] * 1e6:.3g} us per ring step",
         f"  one worker:  {r['images_per_sec_one']:g} images/s at batch {r['batch_size']} -> "
         f"{r['step_seconds_one'] * ms:.1f} ms per step (forward {r['forward_seconds'] * ms:.1f} ms, "
