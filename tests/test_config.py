@@ -140,3 +140,11 @@ def test_cli_bad_input_is_one_line_exit_2(args, field, tmp_path):
     assert field in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_cuda_needs_two_warmup_steps():
+    gpu = DeviceInfo("cuda", "nccl", accelerators=1, cores=8)
+    with pytest.raises(UserError, match="warmup: at least 2 steps on CUDA"):
+        train.plan(spec(models="vgg16", workers="1", warmup=1), gpu)
+    assert train.plan(spec(models="vgg16", workers="1", warmup=2), gpu)
+    assert train.plan(spec(models="vgg16", workers="1", warmup=0, image_size=32), CPU2)

@@ -229,6 +229,7 @@ def plan(sweep, sizes: Sequence[int], dtype: str, device, stamp: str | None = No
 
     if dtype not in DTYPES:
         raise UserError(f"dtype: unknown value {dtype!r}; allowed: {', '.join(DTYPES)}")
+    train.check_warmup(sweep.warmup, device)
     workers = sweep.workers
     if workers is None:
         workers = tuple(w for w in train.sweep_workers(sweep, device) if w >= 2) or (2,)

@@ -19,6 +19,7 @@ from scalebench.records import LAUNCH_FIELDS, RecordError, check_fields, launch_
 from scalebench.tasks.base import Task
 
 KIND = "train"
+MIN_CUDA_WARMUP = 2
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,17 @@ def launch_spec(sweep, framework: str, world: int, device: devices.DeviceInfo) -
         options=options)
 
 
+def check_warmup(warmup: int, device: devices.DeviceInfo) -> None:
+    """On CUDA the first steps pay cuDNN autotuning, DDP's bucket rebuild and Horovod's first
+    negotiation; timing them would measure start-up, not training."""
+    if device.device == "cuda" and warmup < MIN_CUDA_WARMUP:
+        raise UserError(f"warmup: at least {MIN_CUDA_WARMUP} steps on CUDA (cuDNN autotuning, "
+                        f"DDP bucket rebuild, Horovod negotiation), got {warmup}")
+
+
 def plan(sweep, device: devices.DeviceInfo) -> list[Job]:
     """One job per model x framework x precision x worker count."""
+    check_warmup(sweep.warmup, device)
     for precision in sweep.precision:
         devices.check_precision(device, precision)
     workers = sweep_workers(sweep, device)

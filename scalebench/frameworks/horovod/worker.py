@@ -35,7 +35,10 @@ class HorovodComm(Comm):
         return self._hvd.allgather_object(obj)
 
     def allreduce(self, tensor) -> None:
-        self._hvd.allreduce_(tensor, op=self._hvd.Sum)
+        # A stable name per tensor shape: every call after the first hits Horovod's response
+        # cache, as training's named gradients do (unnamed calls each negotiate anew).
+        name = f"scalebench.allreduce.{tensor.dtype}.{tensor.numel()}"
+        self._hvd.allreduce_(tensor, op=self._hvd.Sum, name=name)
 
     def wrap(self, model, optimizer):
         hvd = self._hvd
