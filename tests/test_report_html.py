@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from scalebench import cli, html_report, report
+from scalebench import cli, report
+from scalebench.report import html as html_report
 from tests.conftest import fake_record, read_records, write_records
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -140,7 +141,7 @@ def test_records_of_other_kinds_do_not_break_the_reports(tmp_path):
 
 
 def test_only_one_framework_says_so():
-    text = html_report.page([fake_record(world_size=1), fake_record(world_size=2)], [], {})
+    text = html_report.page(report.build([fake_record(world_size=1), fake_record(world_size=2)], []), {})
     assert "Only one framework ran at each worker count (ddp)" in text
 
 

@@ -6,16 +6,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from scalebench import report, results
+from scalebench import report, results, units
 from scalebench import scaling_model as sm
 
 
 def register(sub) -> None:
-    p = sub.add_parser("report", help="summary.csv, figures and report from results files")
+    p = sub.add_parser("report", help="summary.csv, figures, report.md and report.html from "
+                       "results files")
     p.add_argument("inputs", nargs="+", help="results.jsonl files or sweep output folders")
     p.add_argument("--out", help="output folder (default: the first input's folder)")
-    p.add_argument("--bandwidth", help=f"link bandwidth for the scaling model, {sm.BANDWIDTH_HELP} "
-                   "(default: fitted from allreduce records among the inputs)")
+    p.add_argument("--bandwidth", help="link bandwidth for the scaling model, "
+                   f"{units.BANDWIDTH_HELP} (default: fitted from allreduce records among the "
+                   "inputs)")
     p.add_argument("--latency", default=f"{sm.DEFAULT_STEP_LATENCY * 1e6:g}us",
                    help="ring-step latency with --bandwidth (default 5us)")
     p.set_defaults(run=run)
@@ -29,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else paths[0].parent
     link = None
     if args.bandwidth is not None:
-        link = sm.Link(sm.parse_bandwidth(args.bandwidth), sm.parse_duration(args.latency), "given")
+        link = sm.Link(units.parse_bandwidth(args.bandwidth), units.parse_duration(args.latency),
+                       "given")
     for path in report.write_all(records, problems, out, link):
         print(f"wrote {path}")
     return 0

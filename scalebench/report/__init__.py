@@ -1,0 +1,32 @@
+"""The files every sweep leaves: summary.csv, efficiency.png, throughput.png, report.md and
+report.html, all from one ReportModel (report.model.build)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scalebench import analysis, scaling_model
+from scalebench.report import figures, html, markdown
+from scalebench.report.model import ReportModel, build
+from scalebench.results import Problem
+
+__all__ = ["ReportModel", "build", "write_all"]
+
+
+def write_all(records: list[dict], problems: list[Problem], out_dir: Path,
+              link: scaling_model.Link | None = None) -> list[Path]:
+    """summary.csv, efficiency.png, throughput.png, report.md and report.html in out_dir.
+
+    link: the scaling model's link; by default fitted from allreduce records among `records`.
+    """
+    import pandas as pd
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model = build(records, problems, link)
+    csv_path = out_dir / "summary.csv"
+    pd.DataFrame(list(model.rows), columns=analysis.SUMMARY_COLUMNS).to_csv(csv_path, index=False)
+    drawn = figures.draw_all(model, out_dir)
+    md_path = out_dir / "report.md"
+    md_path.write_text(markdown.render(model, {name: p.name for name, p in drawn.items()}),
+                       encoding="utf-8")
+    return [csv_path, *drawn.values(), md_path, html.write(model, out_dir, drawn)]

@@ -1,0 +1,125 @@
+"""Efficiency and throughput figures from a ReportModel: one panel per scaling series, one line
+per framework (with precision and step options), x = workers on a log2 axis, 95% intervals as
+error bars, ideal lines and Horovod's published efficiencies for reference."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from scalebench.report.model import (  # noqa: E402
+    PUBLISHED_HOROVOD,
+    PUBLISHED_SETUP,
+    PUBLISHED_WORKERS,
+    Group,
+    ReportModel,
+    series_label,
+)
+
+PANELS_PER_ROW = 3
+CAPTIONS = {
+    "efficiency": "Scaling efficiency against each framework's own one-worker run, with 95% "
+                  "intervals; the grey dashed line is perfect scaling, the dotted red lines are "
+                  f"Horovod's published efficiencies at {PUBLISHED_WORKERS} GPUs "
+                  f"({PUBLISHED_SETUP}).",
+    "throughput": "Images per second of all workers together, with 95% intervals; the grey "
+                  "dashed line is linear scaling of the best one-worker run.",
+}
+
+Value = Callable[[dict], float | None]
+Interval = Callable[[dict], tuple[float | None, float | None]]
+Ideal = Callable[[Group, list[int]], list[float] | None]
+
+
+def _panel(ax, group: Group, value: Value, interval: Interval, ideal: Ideal, ylabel: str,
+           published: bool) -> None:
+    workers: set[int] = set()
+    for label in group.labels:
+        points = [r for r in group.rows if series_label(r) == label and value(r) is not None]
+        if not points:
+            continue
+        xs = [p["world_size"] for p in points]
+        ys = [value(p) for p in points]
+        lows, highs = [], []
+        for p, y in zip(points, ys, strict=True):
+            lo, hi = interval(p)
+            lows.append(max(0.0, y - (y if lo is None else lo)))
+            highs.append(max(0.0, (y if hi is None else hi) - y))
+        ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, label=label)
+        workers.update(xs)
+    if workers:
+        ys = ideal(group, sorted(workers))
+        if ys is not None:
+            ax.plot(sorted(workers), ys, linestyle="--", color="grey", label="ideal")
+    model = group.rows[0]["model"]
+    if published and model in PUBLISHED_HOROVOD:
+        ax.axhline(PUBLISHED_HOROVOD[model] * 100, color="tab:red", linestyle=":",
+                   label=f"Horovod published ({PUBLISHED_WORKERS} GPUs)")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(workers) or [1])
+    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.set_title("\n".join(textwrap.wrap(group.title, 45)), fontsize="medium")
+    ax.set_xlabel("workers")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+
+
+def _figure(model: ReportModel, path: Path, ylabel: str, value: Value, interval: Interval,
+            ideal: Ideal, published: bool) -> Path | None:
+    groups = [g for g in model.groups if any(value(r) is not None for r in g.rows)]
+    if not groups:
+        return None
+    cols = min(len(groups), PANELS_PER_ROW)
+    lines = math.ceil(len(groups) / cols)
+    fig, axes = plt.subplots(lines, cols, figsize=(5 * cols, 4.3 * lines), squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax, group in zip(flat, groups, strict=False):
+        _panel(ax, group, value, interval, ideal, ylabel, published)
+    for ax in flat[len(groups):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _percent(value: float | None) -> float | None:
+    return None if value is None else 100 * value
+
+
+def efficiency_figure(model: ReportModel, path: Path) -> Path | None:
+    return _figure(model, path, "scaling efficiency (%)",
+                   lambda r: _percent(r["efficiency"]),
+                   lambda r: (_percent(r["efficiency_ci95_low"]),
+                              _percent(r["efficiency_ci95_high"])),
+                   lambda group, xs: [100.0] * len(xs), published=True)
+
+
+def throughput_figure(model: ReportModel, path: Path) -> Path | None:
+    def ideal(group: Group, xs: list[int]) -> list[float] | None:
+        ones = [r["images_per_sec"] for r in group.rows if r["world_size"] == 1]
+        return [max(ones) * x for x in xs] if ones else None
+
+    return _figure(model, path, "images / second (all workers)", lambda r: r["images_per_sec"],
+                   lambda r: (r["ci95_low"], r["ci95_high"]), ideal, published=False)
+
+
+FIGURES = {"efficiency": efficiency_figure, "throughput": throughput_figure}
+
+
+def draw_all(model: ReportModel, out_dir: Path) -> dict[str, Path]:
+    """NAME.png in out_dir for each figure that has something to draw."""
+    drawn = {}
+    for name, draw in FIGURES.items():
+        path = draw(model, out_dir / f"{name}.png")
+        if path is not None:
+            drawn[name] = path
+    return drawn

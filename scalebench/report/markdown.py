@@ -1,0 +1,137 @@
+"""report.md: the ReportModel as markdown, section by section."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from scalebench.report import model as m
+from scalebench.report import tables
+from scalebench.report.figures import CAPTIONS
+from scalebench.report.tables import Cell, Details, Gauge, Mark, Table
+
+GAUGE_WIDTH = 20
+
+
+def md_text(value: object) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def gauge(g: Gauge, width: int = GAUGE_WIDTH) -> str:
+    """0..100% as `width` characters: the bounds as [ and ], the measured point as *."""
+    def at(x: float) -> int:
+        return min(width - 1, max(0, round(x * (width - 1))))
+    chars = ["."] * width
+    for i in range(at(g.low), at(g.high) + 1):
+        chars[i] = "="
+    chars[at(g.low)], chars[at(g.high)] = "[", "]"
+    chars[at(g.value)] = "*"
+    return "`" + "".join(chars) + "`"
+
+
+def cell(c: Cell) -> str:
+    if isinstance(c, tuple):
+        return " ".join(cell(x) for x in c)
+    if isinstance(c, Mark):
+        return "" if not c.text else (md_text(c.text) if c.css == "muted" else f"**{md_text(c.text)}**")
+    if isinstance(c, Gauge):
+        return gauge(c)
+    if isinstance(c, Details):
+        return md_text(c.text)
+    return md_text(c)
+
+
+def table(t: Table) -> list[str]:
+    align = ["---:" if i in t.num_cols else "---" for i in range(len(t.header))]
+    return ["| " + " | ".join(md_text(h) for h in t.header) + " |", "|" + "|".join(align) + "|",
+            *("| " + " | ".join(cell(c) for c in row) + " |" for row in t.rows), ""]
+
+
+def _input_problems(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    return [f"- {md_text(p)}" for p in model.input_problems] + [""]
+
+
+def _headline(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    if not model.rows:
+        return ["No successful runs.", ""]
+    out = [f"{model.noisy_text}", ""] if model.noisy else []
+    for group in model.groups:
+        out += [f"### {md_text(group.title)}", "", *table(tables.summary_table(group))]
+    return out
+
+
+def _figures(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    if not figures:
+        return ["No figures: no successful runs.", ""]
+    out = []
+    for name, path in figures.items():
+        out += [f"![{name}]({path})", "", f"*{CAPTIONS.get(name, name)}*", ""]
+    return out
+
+
+def _published(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    return table(tables.published_table(model))
+
+
+def _frameworks(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    if not model.comparisons:
+        return [md_text(model.only_one_framework_text), ""]
+    out = []
+    for comparison in model.comparisons:
+        out += [f"### {md_text(comparison.group.title)}", "",
+                *table(tables.comparison_table(comparison))]
+    return out
+
+
+def _scaling_model(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    if not model.modelled:
+        return ["No multi-worker runs: nothing to model.", ""]
+    out = []
+    if any(x.modelled for x in model.modelled):
+        out += ["In the 0-100% column, [ ] are the bounds and * the measurement.", "",
+                *table(tables.scaling_model_table(model))]
+    return out + [f"- {md_text(note)}" for note in tables.scaling_model_notes(model)] + [""]
+
+
+def _allreduce(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    if not model.allreduce:
+        return ["No allreduce records among the inputs (`scalebench allreduce` measures them).", ""]
+    return table(tables.allreduce_table(model))
+
+
+def _problems(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    if not model.failures:
+        return ["None: every run finished.", ""]
+    return table(tables.failures_table(model))
+
+
+def _environment(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    if not model.environments.envs:
+        return ["No records.", ""]
+    out = []
+    if model.environments.differing_text:
+        out += [f"**{len(model.environments.envs)} different environments.** "
+                f"{md_text(model.environments.differing_text)}", ""]
+    return out + table(tables.environment_table(model))
+
+
+def _method(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    return [model.settings_text, ""] if model.settings_text else []
+
+
+RENDERERS: dict[str, Callable[[m.ReportModel, Mapping[str, str]], list[str]]] = {
+    m.INPUT_PROBLEMS: _input_problems, m.HEADLINE: _headline, m.FIGURES: _figures,
+    m.PUBLISHED: _published, m.FRAMEWORKS: _frameworks, m.SCALING_MODEL: _scaling_model,
+    m.ALLREDUCE: _allreduce, m.PROBLEMS: _problems, m.ENVIRONMENT: _environment,
+    m.METHOD: _method,
+}
+
+
+def render(model: m.ReportModel, figures: Mapping[str, str]) -> str:
+    """figures: name -> the PNG's path relative to report.md."""
+    out = [f"# {model.title}", "", model.counts_text, ""]
+    for section in model.sections:
+        out += [f"## {section.title}", ""]
+        for paragraph in section.paragraphs:
+            out += [paragraph, ""]
+        out += RENDERERS[section.key](model, figures)
+    return "\n".join(out)

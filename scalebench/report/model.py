@@ -1,0 +1,418 @@
+"""The report's content, computed once: `build(records, problems)` -> ReportModel.
+
+report.md and report.html are two renderers of this one object and carry the same sections
+(`ReportModel.sections`). Everything numeric or decided (efficiencies, scaling-model bounds,
+which framework is significantly slower) is settled here; renderers only format and escape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from scalebench import analysis, identity, scaling_model, stats, units
+from scalebench.report.format import pct, plural
+from scalebench.results import Problem
+
+TITLE = "scalebench report"
+# Horovod's published efficiencies at 512 GPUs (fp32).
+PUBLISHED_HOROVOD = {"inception_v3": 0.90, "resnet101": 0.90, "vgg16": 0.68}
+PUBLISHED_WORKERS = 512
+PUBLISHED_SETUP = ("128 servers x 4 Pascal GPUs, 25 Gbit/s RoCE, batch 64 per GPU, "
+                   "synthetic data (Sergeev and Del Balso, 2018)")
+MODEL_NAMES = {"inception_v3": "Inception V3", "resnet101": "ResNet-101", "vgg16": "VGG-16"}
+SUPERLINEAR = 1.10  # efficiency above this is worth a word of explanation
+STATUSES = ("ok", "failed", "timeout", "skipped")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of both reports. Paragraphs are plain text; **x** marks bold."""
+
+    key: str  # anchor in the HTML page
+    title: str
+    paragraphs: tuple[str, ...] = ()
+
+
+INPUT_PROBLEMS, HEADLINE, FIGURES, PUBLISHED, FRAMEWORKS, SCALING_MODEL, ALLREDUCE, PROBLEMS, \
+    ENVIRONMENT, METHOD = ("input-problems", "headline", "figures", "published", "frameworks",
+                           "scaling-model", "allreduce", "problems", "environment", "method")
+
+
+def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
+    """Every section of the report, in order; input problems only when there are some."""
+    noisy = f"{stats.NOISY_REL_STD:.0%}"
+    return tuple(s for s in (
+        Section(INPUT_PROBLEMS, "Input problems") if has_input_problems else None,
+        Section(HEADLINE, "Throughput and scaling efficiency"),
+        Section(FIGURES, "Figures"),
+        Section(PUBLISHED, "Horovod's published points", (
+            "Horovod's published scaling efficiencies, drawn as dotted red lines on the "
+            f"efficiency figure for reference. Their hardware: {PUBLISHED_SETUP}. A different "
+            "cluster, network and worker count: a reference point, not a target.",)),
+        Section(FRAMEWORKS, "Framework vs framework", (
+            "At each worker count, every framework against the fastest one. Whether a gap is real "
+            "is decided on the per-trial samples: Mann-Whitney U (two-sided, alpha "
+            f"{alpha:g}) where the trial counts let it reach significance, else non-overlapping "
+            "95% intervals.",)),
+        Section(SCALING_MODEL, "Scaling model", (
+            "Bounds on efficiency from each run's one-worker step time and a ring allreduce of "
+            "its gradients over the measured link: no overlap = compute + allreduce, full "
+            "overlap = forward + max(backward, allreduce), backward = 2 x forward "
+            "(docs/scaling-model.md). The 0-100% column shows the bounds and the measurement.",)),
+        Section(ALLREDUCE, "Allreduce", (
+            "Each framework's own allreduce per message size: algbw = bytes / time, busbw = "
+            "algbw x 2(N-1)/N (as nccl-tests). Warm-up, trials and 95% intervals as for the "
+            "training runs; a trial's time is the slowest rank's.",)),
+        Section(PROBLEMS, "Failed, timed-out and skipped runs"),
+        Section(ENVIRONMENT, "Environment"),
+        Section(METHOD, "Method", (
+            "**Weak scaling** (the default): each worker keeps the same batch, so the global "
+            "batch grows with the number of workers, as in Horovod's and TensorFlow's "
+            "benchmarks. **Strong scaling**: the global batch is fixed and split across the "
+            "workers, so each worker gets less work as workers are added.",
+            "Every framework runs the same training step on the same synthetic data with the same "
+            "model code. Each run first does untimed **warm-up** steps (memory allocation, "
+            "autotuning, caches), then several **trials**: timed windows of a fixed number of "
+            "steps. Each window starts after a device sync and a barrier on all workers and ends "
+            "with a device sync. A trial's throughput is all workers' images divided by the "
+            "slowest worker's window time, so a straggler counts.",
+            "The **95% interval** is a Student-t confidence interval of the mean over trials: it "
+            "says how well the mean throughput is known, not how much single trials spread. Few "
+            "trials give wide intervals. Efficiency intervals combine both runs' uncertainty "
+            "(delta method).",
+            "**Efficiency** = throughput(N) / (N × throughput(1)): 100% is perfect linear "
+            "scaling. It is taken against the same framework's one-worker run and, in \"vs best "
+            "1-worker\", against the fastest one-worker run of any framework, which keeps a slow "
+            "single-worker baseline from flattering a framework. A run is flagged **noisy** when "
+            f"its trial-to-trial standard deviation exceeds {noisy} of its mean; treat its "
+            "numbers with care, or re-run with more trials.")),
+    ) if s is not None)
+
+
+# ---------------------------------------------------------------- labels (both renderers)
+
+def step_label(row: dict) -> str:
+    """The step options that differ from the framework's defaults: a summary row carries them
+    as "step_label"; a record's are read from its options."""
+    return row["step_label"] if "step_label" in row else identity.step_label(row)
+
+
+def _with_step(label: str, row: dict) -> str:
+    step = step_label(row)
+    return f"{label} ({step})" if step else label
+
+
+def framework_label(row: dict) -> str:
+    """framework [(step options)], e.g. "horovod (fp16_allreduce)"."""
+    return _with_step(row["framework"], row)
+
+
+def series_label(row: dict) -> str:
+    """framework [precision if not fp32] [(step options)], e.g. "horovod fp16 (fp16_allreduce)"."""
+    label = row["framework"] if row["precision"] == "fp32" else \
+        f"{row['framework']} {row['precision']}"
+    return _with_step(label, row)
+
+
+def workers_label(row: dict) -> str:
+    return str(row["world_size"]) + (f" ({row['nodes']} nodes)" if row["nodes"] > 1 else "")
+
+
+def run_label(row: dict) -> str:
+    return f"{row['model']} {series_label(row)} x{row['world_size']}"
+
+
+def group_title(key: Sequence) -> str:
+    g = dict(zip(identity.SERIES_FIELDS, key, strict=True))
+    per = "per worker" if g["scaling"] == "weak" else "in total"
+    return (f"{MODEL_NAMES.get(g['model'], g['model'])} — batch {g['scaling_batch']} {per}, "
+            f"{g['image_size']} px, {g['device_kind']}, {g['scaling']} scaling, {g['data']} data, "
+            f"{g['precision']}")
+
+
+def flags(row: dict) -> list[tuple[str, str, str]]:
+    """(kind, text, explanation) for what a reader should notice about a summary row."""
+    out = []
+    if row["noisy"]:
+        out.append(("noisy", f"noisy ({pct(row['rel_std'])})",
+                    f"trial-to-trial standard deviation above {stats.NOISY_REL_STD:.0%} of the mean"))
+    if row["efficiency"] is not None and row["efficiency"] > SUPERLINEAR:
+        out.append(("superlinear", "superlinear",
+                    "more than linear: the one-worker run was slower per worker than this one"))
+    return out
+
+
+# ---------------------------------------------------------------- the model's parts
+
+@dataclass(frozen=True)
+class Group:
+    """One scaling series (identity.series_key) across frameworks and worker counts."""
+
+    key: tuple
+    title: str
+    labels: tuple[str, ...]  # one line per framework x precision x step options
+    rows: tuple[dict, ...]  # summary rows, by workers then label
+
+
+@dataclass(frozen=True)
+class Compared:
+    row: dict
+    vs_fastest: float  # throughput / the fastest's at the same worker count
+    difference: stats.Difference | None  # to the fastest; None for the fastest itself
+
+    @property
+    def fastest(self) -> bool:
+        return self.difference is None
+
+    @property
+    def verdict(self) -> str:
+        if self.difference is None:
+            return "fastest"
+        d = self.difference
+        return (f"slower, significant ({d.test})" if d.significant
+                else f"not distinguishable ({d.test})")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    group: Group
+    entries: tuple[Compared, ...]  # per worker count with two or more lines, fastest first
+
+
+@dataclass(frozen=True)
+class PublishedPoint:
+    model: str
+    efficiency: float
+    workers: int
+    measured_workers: int | None  # the largest worker count measured here, if any
+    measured: tuple[tuple[str, float], ...]  # (series label, efficiency) at measured_workers
+
+    @property
+    def name(self) -> str:
+        return MODEL_NAMES.get(self.model, self.model)
+
+
+@dataclass(frozen=True)
+class Modelled:
+    """A multi-worker summary row and its scaling_model.model_rows entry."""
+
+    row: dict
+    entry: dict
+
+    @property
+    def modelled(self) -> bool:
+        return self.entry["verdict"] != scaling_model.NOT_MODELLED
+
+    @property
+    def link(self) -> str:
+        if "link_bandwidth" not in self.entry:
+            return ""
+        return scaling_model.Link(self.entry["link_bandwidth"], self.entry["link_step_latency"],
+                                  self.entry["link_source"]).describe()
+
+
+@dataclass(frozen=True)
+class Failure:
+    run: str
+    framework: str
+    what: str  # the model, or the allreduce message size
+    workers: str
+    status: str
+    reason: str
+    stderr_tail: str
+
+
+@dataclass(frozen=True)
+class Environment:
+    values: dict
+    runs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Environments:
+    envs: tuple[Environment, ...]
+    fields: tuple[str, ...]  # every field of any environment, in first-seen order
+    differing: frozenset[str]
+
+    @property
+    def differing_text(self) -> str:
+        """What to say when the runs did not share one environment ("" when they did)."""
+        if len(self.envs) < 2:
+            return ""
+        return (f"Fields that differ are highlighted: {', '.join(sorted(self.differing))}. "
+                "Numbers measured in different environments are not directly comparable.")
+
+
+@dataclass(frozen=True)
+class ReportModel:
+    title: str
+    sections: tuple[Section, ...]
+    input_problems: tuple[str, ...]
+    record_count: int
+    counts: dict[str, int]  # status -> records
+    rows: tuple[dict, ...]  # analysis.summary_rows, computed once
+    groups: tuple[Group, ...]
+    noisy: tuple[dict, ...]
+    published: tuple[PublishedPoint, ...]
+    comparisons: tuple[Comparison, ...]
+    modelled: tuple[Modelled, ...]
+    allreduce: tuple[dict, ...]  # newest ok point per framework x workers x size
+    failures: tuple[Failure, ...]
+    environments: Environments
+    settings: tuple[tuple[str, int, int, int], ...]  # (scaling, warmup, trials, iters) used
+
+    def section(self, key: str) -> Section:
+        return next(s for s in self.sections if s.key == key)
+
+    @property
+    def counts_text(self) -> str:
+        return f"{self.record_count} records: " + ", ".join(
+            f"{n} {s}" for s, n in self.counts.items() if n)
+
+    @property
+    def noisy_text(self) -> str:
+        return (f"{len(self.noisy)} of {len(self.rows)} runs vary by more than "
+                f"{stats.NOISY_REL_STD:.0%} from trial to trial: "
+                + ", ".join(run_label(r) for r in self.noisy) + ".")
+
+    @property
+    def only_one_framework_text(self) -> str:
+        ran = sorted({series_label(r) for r in self.rows})
+        return (f"Only one framework ran at each worker count ({', '.join(ran) or 'none'}); "
+                "nothing to compare side by side.")
+
+    @property
+    def settings_text(self) -> str:
+        if not self.settings:
+            return ""
+        return "This report: " + "; ".join(
+            f"{s} scaling, {plural(w, 'warm-up step')}, {plural(t, 'trial')} of {plural(i, 'step')}"
+            for s, w, t, i in self.settings) + "."
+
+
+# ---------------------------------------------------------------- building it
+
+def build(records: list[dict], problems: Sequence[Problem], link: scaling_model.Link | None = None,
+          alpha: float = 0.05, title: str = TITLE) -> ReportModel:
+    """Everything the reports show; analysis.summary_rows is called exactly once."""
+    rows = analysis.summary_rows(records)
+    groups = _groups(rows)
+    return ReportModel(
+        title=title,
+        sections=sections(bool(problems), alpha),
+        input_problems=tuple(str(p) for p in problems),
+        record_count=len(records),
+        counts={s: sum(1 for r in records if r.get("status") == s) for s in STATUSES},
+        rows=tuple(rows),
+        groups=groups,
+        noisy=tuple(r for r in rows if r["noisy"]),
+        published=_published(rows),
+        comparisons=_comparisons(groups, _samples(records, rows), alpha),
+        modelled=_modelled(records, rows, link),
+        allreduce=tuple(analysis.latest_allreduce_points(records)),
+        failures=_failures(records),
+        environments=_environments(records),
+        settings=tuple(sorted({(r["scaling"], r["warmup"], r["trials"], r["iters"])
+                               for r in records
+                               if r.get("kind") == "train" and r.get("status") == "ok"})),
+    )
+
+
+def _line_order(row: dict) -> tuple:
+    return (row["world_size"], row["nodes"], series_label(row))
+
+
+def _groups(rows: list[dict]) -> tuple[Group, ...]:
+    by_key: dict[tuple, list[dict]] = {}
+    for r in rows:
+        by_key.setdefault(identity.series_key(r), []).append(r)
+    return tuple(
+        Group(key, group_title(key), tuple(sorted({series_label(r) for r in members})),
+              tuple(sorted(members, key=_line_order)))
+        for key, members in sorted(by_key.items(), key=lambda kv: tuple(str(v) for v in kv[0])))
+
+
+def _samples(records: list[dict], rows: list[dict]) -> dict[int, list[float]]:
+    """id(summary row) -> the per-trial throughputs of the run it summarises."""
+    by_config = {identity.config_key(r): r["trial_images_per_sec"]
+                 for r in analysis.latest_ok(records)}
+    return {id(r): by_config[identity.config_key(r)] for r in rows}
+
+
+def _comparisons(groups: Sequence[Group], samples: dict[int, list[float]], alpha: float
+                 ) -> tuple[Comparison, ...]:
+    out = []
+    for group in groups:
+        per_workers: dict[tuple, list[dict]] = {}
+        for r in group.rows:
+            per_workers.setdefault((r["world_size"], r["nodes"]), []).append(r)
+        entries: list[Compared] = []
+        for _, members in sorted(per_workers.items()):
+            if len({series_label(r) for r in members}) < 2:
+                continue
+            members = sorted(members, key=lambda r: -r["images_per_sec"])
+            fastest = members[0]
+            for r in members:
+                difference = None if r is fastest else \
+                    stats.difference(samples[id(fastest)], samples[id(r)], alpha)
+                entries.append(Compared(r, r["images_per_sec"] / fastest["images_per_sec"],
+                                        difference))
+        if entries:
+            out.append(Comparison(group, tuple(entries)))
+    return tuple(out)
+
+
+def _published(rows: list[dict]) -> tuple[PublishedPoint, ...]:
+    out = []
+    for model, value in sorted(PUBLISHED_HOROVOD.items()):
+        here = [r for r in rows if r["model"] == model and r["efficiency"] is not None
+                and r["world_size"] > 1]
+        top = max((r["world_size"] for r in here), default=None)
+        measured = tuple((series_label(r), r["efficiency"])
+                         for r in sorted(here, key=series_label) if r["world_size"] == top)
+        out.append(PublishedPoint(model, value, PUBLISHED_WORKERS, top, measured))
+    return tuple(out)
+
+
+def _modelled(records: list[dict], rows: list[dict], link: scaling_model.Link | None
+              ) -> tuple[Modelled, ...]:
+    multi = [r for r in rows if r["world_size"] > 1]
+    if not multi:
+        return ()
+    choose: scaling_model.Link | Callable[[dict], scaling_model.Link | None] = link \
+        if link is not None else scaling_model.link_chooser(scaling_model.links_from_allreduce(records))
+    # One row at a time, so each bound stays paired with the row it belongs to.
+    return tuple(Modelled(r, scaling_model.model_rows([r], choose)[0]) for r in multi)
+
+
+def _failures(records: list[dict]) -> tuple[Failure, ...]:
+    out = []
+    for r in records:
+        if r.get("status") == "ok":
+            continue
+        what = r.get("model") or (f"allreduce {units.format_size(r['size_bytes'])}"
+                                  if r.get("kind") == "allreduce" and "size_bytes" in r else "")
+        out.append(Failure(str(r.get("run_id", r.get("kind"))), str(r.get("framework") or ""),
+                           str(what), str(r.get("world_size", "")), str(r.get("status")),
+                           str(r.get("error") or "no reason recorded"),
+                           str(r.get("stderr_tail") or "")))
+    return tuple(out)
+
+
+def _environments(records: list[dict]) -> Environments:
+    envs: list[tuple[dict, list[str]]] = []
+    for r in records:
+        env, run = r.get("env") or {}, str(r.get("run_id", r.get("kind")))
+        for known, runs in envs:
+            if known == env:
+                if run not in runs:
+                    runs.append(run)
+                break
+        else:
+            envs.append((env, [run]))
+    fields = tuple(dict.fromkeys(k for env, _ in envs for k in env))
+    differing = frozenset(k for k in fields if len({repr(env.get(k)) for env, _ in envs}) > 1)
+    return Environments(tuple(Environment(env, tuple(runs)) for env, runs in envs), fields,
+                        differing)
+

@@ -1,0 +1,171 @@
+"""The report's tables as plain cells, shared by both renderers: markdown and HTML differ only
+in how a cell is written (and HTML escapes every string here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scalebench import units
+from scalebench.report.format import DASH, gb_per_s, interval, ms, num, pct, pct_interval
+from scalebench.report.model import (
+    Comparison,
+    Group,
+    ReportModel,
+    flags,
+    framework_label,
+    series_label,
+    workers_label,
+)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Text to set apart: HTML gives it a CSS class (and a tooltip), markdown makes it bold."""
+
+    text: str
+    css: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """0..100%: a range (the scaling model's bounds) and the measured point."""
+
+    low: float
+    value: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Details:
+    """A short text with a longer one behind it (HTML folds it away; markdown leaves it out)."""
+
+    text: str
+    summary: str
+    more: str
+
+
+# A tuple of cells is written side by side in one table cell.
+Cell = str | Mark | Gauge | Details | tuple
+
+
+@dataclass(frozen=True)
+class Table:
+    header: tuple[str, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+    num_cols: frozenset[int] = frozenset()  # right-aligned columns
+
+
+def flag_marks(row: dict) -> tuple[Mark, ...]:
+    css = {"noisy": "badge noisy", "superlinear": "badge bad"}
+    return tuple(Mark(text, css[kind], why) for kind, text, why in flags(row))
+
+
+def summary_table(group: Group) -> Table:
+    """One line per run of a scaling series (the markdown headline; HTML pivots the same rows)."""
+    rows = []
+    for r in group.rows:
+        best = pct(r["efficiency_vs_best"])
+        if r["efficiency_vs_best"] is not None:
+            best += f" ({r['best_one_worker_framework']})"
+        rows.append((r["model"], framework_label(r), r["precision"], str(r["world_size"]),
+                     str(r["nodes"]), num(r["images_per_sec"]),
+                     interval(r["ci95_low"], r["ci95_high"]),
+                     num(r["per_worker_images_per_sec"]), pct(r["efficiency"]),
+                     pct_interval(r["efficiency_ci95_low"], r["efficiency_ci95_high"]), best,
+                     pct(r["efficiency_per_node"]), flag_marks(r)))
+    return Table(("model", "framework", "precision", "workers", "nodes", "images/s", "95% CI",
+                  "per worker", "efficiency", "95% CI", "vs best 1-worker", "per node", "flags"),
+                 tuple(rows), frozenset({3, 4, 5, 7, 8, 10, 11}))
+
+
+def published_table(model: ReportModel) -> Table:
+    rows = []
+    for p in model.published:
+        if p.measured_workers is None:
+            here: Cell = Mark("not measured here", "muted")
+        else:
+            here = f"at {p.measured_workers} workers: " + "; ".join(
+                f"{label}: {pct(e)}" for label, e in p.measured)
+        rows.append((p.name, pct(p.efficiency), str(p.workers), here))
+    return Table(("model", "published efficiency", "GPUs", "this report"), tuple(rows),
+                 frozenset({1, 2}))
+
+
+def comparison_table(comparison: Comparison) -> Table:
+    rows = []
+    for c in comparison.entries:
+        r = c.row
+        verdict: Cell = Mark("fastest", "badge good") if c.fastest else c.verdict
+        rows.append((workers_label(r), series_label(r), num(r["images_per_sec"]),
+                     interval(r["ci95_low"], r["ci95_high"]), num(c.vs_fastest, ".2f", suffix="×"),
+                     pct(r["efficiency"]), verdict))
+    return Table(("workers", "framework", "images/s", "95% CI", "vs fastest", "efficiency",
+                  "difference to the fastest"), tuple(rows), frozenset({2, 4, 5}))
+
+
+def scaling_model_table(model: ReportModel) -> Table:
+    rows = []
+    for m in model.modelled:
+        if not m.modelled:
+            continue
+        e, r = m.entry, m.row
+        rows.append((r["model"], series_label(r), workers_label(r), pct(e["efficiency"]),
+                     pct_interval(e["efficiency_ci95_low"], e["efficiency_ci95_high"]),
+                     pct(e["efficiency_no_overlap"]), pct(e["efficiency_full_overlap"]),
+                     Gauge(e["efficiency_no_overlap"], e["efficiency"],
+                           e["efficiency_full_overlap"]),
+                     ms(e["compute_seconds"]), ms(e["backward_seconds"]),
+                     ms(e["allreduce_seconds"]), e["verdict"]))
+    return Table(("model", "framework", "workers", "efficiency", "95% CI", "no overlap",
+                  "full overlap", "0-100%", "compute (ms)", "backward (ms)", "allreduce (ms)",
+                  "verdict"), tuple(rows), frozenset({3, 5, 6, 8, 9, 10}))
+
+
+def scaling_model_notes(model: ReportModel) -> list[str]:
+    """Each multi-worker run's verdict in words, with the link it was modelled on."""
+    out = []
+    for m in model.modelled:
+        r = m.row
+        link = f" Link: {m.link}." if m.link else ""
+        out.append(f"{r['model']} {series_label(r)} x{r['world_size']}: "
+                   f"{m.entry['verdict_text']}.{link}")
+    return out
+
+
+def allreduce_table(model: ReportModel) -> Table:
+    rows = []
+    for r in model.allreduce:
+        lo, hi = r["seconds_ci95"]
+        blo, bhi = r["busbw_bytes_per_sec_ci95"]
+        rows.append((r["framework"], str(r["world_size"]), str(r["nodes"]), str(r["device"]),
+                     str(r["dtype"]), units.format_size(r["size_bytes"]), ms(r["seconds"]),
+                     interval(lo, hi, scale=1e3), gb_per_s(r["algbw_bytes_per_sec"]),
+                     gb_per_s(r["busbw_bytes_per_sec"]), interval(blo, bhi, scale=1e-9),
+                     Mark("noisy", "badge noisy") if r.get("noisy") else ""))
+    return Table(("framework", "workers", "nodes", "device", "dtype", "size", "time (ms)",
+                  "95% CI", "algbw (GB/s)", "busbw (GB/s)", "95% CI", "noisy"), tuple(rows),
+                 frozenset({1, 2, 5, 6, 8, 9}))
+
+
+def failures_table(model: ReportModel) -> Table:
+    rows = []
+    for f in model.failures:
+        css = "badge noisy" if f.status == "skipped" else "badge bad"
+        reason: Cell = Details(f.reason, "stderr (last lines)", f.stderr_tail) \
+            if f.stderr_tail else f.reason
+        rows.append((f.run, f.framework, f.what, f.workers, Mark(f.status, css), reason))
+    return Table(("run", "framework", "model", "workers", "status", "reason"), tuple(rows))
+
+
+def environment_table(model: ReportModel) -> Table:
+    """One column per distinct environment, with the runs that used it; differing fields marked."""
+    envs = model.environments
+    rows: list[tuple[Cell, ...]] = [("runs", *(", ".join(e.runs) for e in envs.envs))]
+    for k in envs.fields:
+        name: Cell = Mark(k, "diff") if k in envs.differing else k
+        rows.append((name, *(DASH if e.values.get(k) is None else str(e.values[k])
+                             for e in envs.envs)))
+    header = ("field", *(("value",) if len(envs.envs) == 1
+                         else (f"environment {i}" for i in range(1, len(envs.envs) + 1))))
+    return Table(header, tuple(rows))
