@@ -1,0 +1,177 @@
+"""identity: configuration key (with step options), efficiency baseline (weak, strong), resume
+key; and the summary rows, summary.csv and report that use them."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from scalebench import analysis, cli, identity
+from tests.conftest import fake_record, reference_records, write_records
+
+TIGHT_1 = (10.0, 10.1, 9.9)
+TIGHT_2 = (19.0, 19.2, 18.8)
+
+
+def horovod(world_size: int, trials=None, **options) -> dict:
+    trials = trials or (TIGHT_1 if world_size == 1 else TIGHT_2)
+    return fake_record(trials, framework="horovod", world_size=world_size, options=options)
+
+
+def strong(world_size: int, trials, global_batch: int = 8, **fields) -> dict:
+    return fake_record(trials, world_size=world_size, scaling="strong",
+                       batch_size=global_batch // world_size, global_batch=global_batch, **fields)
+
+
+# ---------------------------------------------------------------- configuration key
+
+def test_config_key_includes_step_options():
+    plain, compressed = horovod(2), horovod(2, fp16_allreduce=True)
+    assert identity.config_key(plain) != identity.config_key(compressed)
+    assert identity.key_dict(identity.config_key(compressed))["step_options"] == \
+        '{"fp16_allreduce": true}'
+    fused = horovod(2, fusion_threshold_mb=32)
+    assert len({identity.config_key(r) for r in (plain, compressed, fused)}) == 3
+
+
+def test_an_option_at_its_default_is_the_same_configuration():
+    absent = horovod(2)
+    default = horovod(2, fp16_allreduce=False, fusion_threshold_mb=None, timeline=False)
+    assert identity.config_key(absent) == identity.config_key(default)
+    assert identity.step_label(default) == ""
+
+
+def test_options_that_do_not_change_the_step_are_not_part_of_the_key():
+    # where workers run (hosts) is launch detail, not the timed step
+    assert identity.config_key(horovod(2)) == identity.config_key(horovod(2, hosts="a:1,b:1"))
+    ddp = fake_record(world_size=2, options={"nnodes": 1, "node_rank": 0})
+    assert identity.config_key(ddp) == identity.config_key(fake_record(world_size=2))
+
+
+def test_step_label_and_describe():
+    r = horovod(2, fp16_allreduce=True, fusion_threshold_mb=32)
+    assert identity.step_label(r) == "fp16_allreduce, fusion_threshold_mb=32"
+    assert identity.step_label(fake_record(world_size=2, options={"bucket_cap_mb": 50})) == \
+        "bucket_cap_mb=50"
+    words = identity.describe(identity.config_key(r)).split()
+    assert words[:3] == ["inception_v3", "horovod", "x2"]
+    assert identity.describe(identity.config_key(r)).endswith(
+        "[fp16_allreduce, fusion_threshold_mb=32]")
+    assert "[" not in identity.describe(identity.config_key(horovod(2)))
+
+
+def test_device_kind_comes_from_the_environment():
+    gpu = fake_record(device="cuda", env={"device_kind": "NVIDIA H100"})
+    assert identity.key_dict(identity.config_key(gpu))["device_kind"] == "NVIDIA H100"
+    row = {"framework": "ddp", "device": "cuda", "device_kind": "NVIDIA H100"}  # summary row
+    assert identity.device_kind(row) == "NVIDIA H100"
+
+
+# ---------------------------------------------------------------- efficiency baseline
+
+def test_weak_baseline_keeps_the_per_worker_batch():
+    two, one = fake_record(world_size=2), fake_record(world_size=1)
+    assert identity.baseline_key(two) == identity.config_key(one)
+    assert identity.baseline_key(one) == identity.config_key(one)
+
+
+def test_strong_baseline_keeps_the_global_batch():
+    one, two, four = strong(1, TIGHT_1), strong(2, TIGHT_2), strong(4, TIGHT_2)
+    assert identity.baseline_key(two) == identity.config_key(one)
+    assert identity.baseline_key(four) == identity.config_key(one)
+    # per-node efficiency of 2 nodes x 2 workers: one full node, 2 workers of batch 4
+    assert identity.baseline_key({**four, "nodes": 2}, 2) == identity.config_key(two)
+    # a weak run's baseline is not the strong one-worker run with the same global batch
+    assert identity.baseline_key(fake_record(world_size=2, batch_size=4, global_batch=8)) != \
+        identity.config_key(one)
+
+
+def test_baseline_keeps_framework_and_step_options():
+    assert identity.baseline_key(horovod(2, fp16_allreduce=True)) == \
+        identity.config_key(horovod(1, fp16_allreduce=True))
+    assert identity.baseline_key(horovod(2, fp16_allreduce=True)) != \
+        identity.config_key(horovod(1))
+    best = identity.best_baseline_key(horovod(2, fp16_allreduce=True))
+    assert identity.key_dict(best)["framework"] is None
+    assert identity.key_dict(best)["step_options"] is None
+
+
+def test_series_key_spans_frameworks_workers_and_options():
+    keys = {identity.series_key(r) for r in
+            (fake_record(world_size=1), fake_record(world_size=2), horovod(2),
+             horovod(2, fp16_allreduce=True))}
+    assert len(keys) == 1
+    assert identity.series_key(strong(1, TIGHT_1)) == identity.series_key(strong(2, TIGHT_2))
+    assert identity.series_key(strong(2, TIGHT_2)) != identity.series_key(fake_record())
+
+
+# ---------------------------------------------------------------- resume key
+
+def test_resume_key_takes_every_option_and_the_repeat():
+    r = fake_record(world_size=2, options={"nnodes": 1, "node_rank": 0})
+    assert identity.resume_key(r) == identity.resume_key(dict(r))
+    assert identity.resume_key(r) != identity.resume_key({**r, "options": {"nnodes": 2}})
+    assert identity.resume_key(r) != identity.resume_key({**r, "repeat": 1})
+    assert identity.resume_key(r) != identity.resume_key({**r, "device": "cuda"})
+    # a resume key is about the plan: results and environment do not enter it
+    assert identity.resume_key(r) == identity.resume_key(
+        {**r, "trial_images_per_sec": [1.0, 2.0, 3.0], "env": {}, "status": "failed"})
+
+
+def test_allreduce_point_key():
+    point = {"framework": "ddp", "world_size": 2, "nodes": 1, "dtype": "float32",
+             "device": "cpu", "env": {"device_kind": "cpu"}, "size_bytes": 1024}
+    assert identity.allreduce_point_key(point) != identity.allreduce_point_key(
+        {**point, "size_bytes": 2048})
+
+
+# ---------------------------------------------------------------- summary rows
+
+def test_summary_rows_keep_step_options_apart():
+    records = [horovod(1), horovod(2), horovod(1, fp16_allreduce=True),
+               horovod(2, (14.0, 14.1, 13.9), fp16_allreduce=True)]
+    rows = {(r["world_size"], r["step_label"]): r for r in analysis.summary_rows(records)}
+    assert set(rows) == {(1, ""), (2, ""), (1, "fp16_allreduce"), (2, "fp16_allreduce")}
+    assert rows[2, ""]["efficiency"] == pytest.approx(0.95)
+    # against its own (compressed) one-worker run
+    assert rows[2, "fp16_allreduce"]["efficiency"] == pytest.approx(0.7)
+    assert rows[2, "fp16_allreduce"]["options"] == {"fp16_allreduce": True}
+    assert rows[2, "fp16_allreduce"]["step_options"] == "fp16_allreduce"
+    assert rows[2, ""]["options"] == {}
+
+
+def test_summary_rows_strong_scaling_baseline():
+    rows = {r["world_size"]: r for r in analysis.summary_rows(
+        [strong(1, TIGHT_1), strong(2, (16.0, 16.1, 15.9))])}
+    assert rows[2]["efficiency"] == pytest.approx(0.8)
+    assert rows[2]["efficiency_vs_best"] == pytest.approx(0.8)
+
+
+def test_report_writes_one_row_per_step_options(tmp_path, capsys):
+    # in one results file: the same Horovod runs with and without fp16 compression; a later
+    # record that spells the default out (fp16_allreduce false) replaces the plain one
+    records = [horovod(1), horovod(2), horovod(1, fp16_allreduce=True),
+               horovod(2, (14.0, 14.1, 13.9), fp16_allreduce=True),
+               {**horovod(2, fp16_allreduce=False), "timestamp": "2026-01-01T01:00:00+0000"}]
+    write_records(tmp_path / "results.jsonl", records)
+    assert cli.main(["report", str(tmp_path)]) == 0, capsys.readouterr()
+    with open(tmp_path / "summary.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 4
+    assert sorted((r["world_size"], r["step_options"]) for r in rows) == [
+        ("1", ""), ("1", "fp16_allreduce"), ("2", ""), ("2", "fp16_allreduce")]
+    by = {(r["world_size"], r["step_options"]): r for r in rows}
+    assert float(by["2", "fp16_allreduce"]["efficiency"]) == pytest.approx(0.7)
+    assert float(by["2", ""]["efficiency"]) == pytest.approx(0.95)
+    report = (tmp_path / "report.md").read_text()
+    assert "fp16_allreduce" in report
+
+
+def test_reference_set_keeps_compressed_horovod_apart():
+    records = reference_records("train")
+    rows = analysis.summary_rows(records)
+    keys = sorted((r["framework"], r["step_label"], r["world_size"]) for r in rows)
+    assert keys == [("ddp", "", 1), ("ddp", "", 2), ("horovod", "", 1), ("horovod", "", 2),
+                    ("horovod", "fp16_allreduce", 1), ("horovod", "fp16_allreduce", 2)]
+    assert all(r["efficiency"] is not None for r in rows)
