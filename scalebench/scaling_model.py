@@ -29,15 +29,7 @@ from typing import Any
 
 from scalebench import analysis, frameworks, workloads
 from scalebench.errors import UserError
-
-# BANDWIDTH_HELP, parse_bandwidth and parse_duration: read from here by commands/report.py
-# until it imports them from scalebench.units.
-from scalebench.units import (  # noqa: F401
-    BANDWIDTH_HELP,
-    format_bandwidth,
-    parse_bandwidth,
-    parse_duration,
-)
+from scalebench.units import format_bandwidth
 
 BACKWARD_TO_FORWARD = 2.0
 DEFAULT_STEP_LATENCY = 5e-6  # seconds per ring step; NCCL's own tuning model uses ~3-10 us
