@@ -257,3 +257,34 @@ def test_reference_malformed_copy_exits_2(tiny_sweep, tmp_path, capsys):
     code, _, err = run_compare(capsys, broken, tiny_sweep)
     assert code == 2
     assert "baseline" in err and "malformed JSON" in err and "broken.jsonl:1" in err
+
+
+def test_step_options_are_separate_configurations():
+    plain = [fake_record(TIGHT_1, framework="horovod", world_size=1),
+             fake_record(TIGHT_2, framework="horovod", world_size=2)]
+    compressed = [fake_record(TIGHT_1, framework="horovod", world_size=1,
+                              options={"fp16_allreduce": True}),
+                  fake_record(tuple(0.7 * v for v in TIGHT_2), framework="horovod", world_size=2,
+                              options={"fp16_allreduce": True})]
+    c = compare.compare(plain + compressed, plain + compressed)
+    assert len(c.verdicts) == 6 and c.count("unchanged") == 6
+    configs = {v.config for v in c.verdicts if v.metric == "efficiency"}
+    assert configs == {"inception_v3 horovod x2 fp32 b2 75px cpu weak",
+                       "inception_v3 horovod x2 fp32 b2 75px cpu weak [fp16_allreduce]"}
+    # only the compressed runs slowed down: only their rows regress, against their own baseline
+    slower = plain + [compressed[0], fake_record(tuple(0.5 * v for v in TIGHT_2),
+                                                 framework="horovod", world_size=2,
+                                                 options={"fp16_allreduce": True})]
+    c = compare.compare(plain + compressed, slower)
+    assert {(v.metric, v.config.split()[2], v.config.endswith("[fp16_allreduce]"))
+            for v in c.regressions} == {("throughput", "x2", True), ("efficiency", "x2", True)}
+
+
+def test_reference_set_against_itself_keeps_every_configuration(capsys):
+    from tests.conftest import REFERENCE
+
+    code, out, err = run_compare(capsys, REFERENCE, REFERENCE.parent)
+    assert code == 0, out + err
+    # ddp, horovod and horovod [fp16_allreduce]: throughput at 1 and 2 workers, efficiency at 2
+    assert "unchanged: 9" in out
+    assert out.count("[fp16_allreduce]") == 3

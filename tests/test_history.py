@@ -127,3 +127,46 @@ def test_history_of_the_reference_runs(tiny_sweep, tmp_path, capsys):
 
     c = compare.compare(records, read_records(later), metrics="throughput")
     assert out.count("regression:") == len(c.regressions)
+
+
+def test_step_options_draw_their_own_lines(tmp_path):
+    store = tmp_path / "h.jsonl"
+    records = [fake_record(TIGHT[w], framework="horovod", world_size=w, options=options)
+               for w in (1, 2) for options in ({}, {"fp16_allreduce": True})]
+    history.add(store, records)
+    rows, _ = history.load_store(store)
+    assert {r["step_options"] for r in rows} == {"{}", '{"fp16_allreduce": true}'}
+    (lines,) = history.trends(rows, "throughput").values()  # one panel: one scaling series
+    assert set(lines) == {("horovod", 1, 1), ("horovod", 2, 1),
+                          ("horovod", 1, 1, "fp16_allreduce"), ("horovod", 2, 1, "fp16_allreduce")}
+    assert history.line_label(("horovod", 2, 1, "fp16_allreduce")) == "horovod [fp16_allreduce] x2"
+    eff = history.trends(rows, "efficiency")
+    assert set(next(iter(eff.values()))) == {("horovod", 2, 1), ("horovod", 2, 1, "fp16_allreduce")}
+
+
+def test_rows_without_step_options_or_global_batch_still_read(tmp_path):
+    # rows written before step options joined the key: no step_options, options, global_batch
+    store = tmp_path / "h.jsonl"
+    history.add(store, sweep_at(1))
+    rows = []
+    for row in read_records(store):
+        for name in ("step_options", "options", "global_batch"):
+            row.pop(name)
+        rows.append(row)
+    (lines,) = history.trends(rows, "throughput").values()
+    assert set(lines) == {("ddp", 1, 1), ("ddp", 2, 1)}
+    # the same records added again are recognised by their ids
+    store.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert history.add(store, sweep_at(1)) == (0, 2)
+
+
+def test_history_of_the_whole_reference_set(tmp_path):
+    from tests.conftest import reference_records
+
+    store = tmp_path / "h.jsonl"
+    assert history.add(store, reference_records()) == (6, 0)  # train records only
+    rows, _ = history.load_store(store)
+    (lines,) = history.trends(rows, "throughput").values()
+    assert sorted(history.line_label(line) for line in lines) == [
+        "ddp x1", "ddp x2", "horovod [fp16_allreduce] x1", "horovod [fp16_allreduce] x2",
+        "horovod x1", "horovod x2"]
