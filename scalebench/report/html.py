@@ -158,7 +158,8 @@ def _scaling_model(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
         return "<p>No multi-worker runs: nothing to model.</p>"
     out = []
     if any(x.modelled for x in model.modelled):
-        out.append(table(tables.scaling_model_table(model)))
+        out += ["<p>In the 0-100% column the blue bar spans the bounds and the black mark is the "
+                "measurement.</p>", table(tables.scaling_model_table(model))]
     out.append("<ul>" + "".join(f"<li>{esc(note)}</li>"
                                 for note in tables.scaling_model_notes(model)) + "</ul>")
     return "\n".join(out)

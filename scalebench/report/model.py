@@ -59,7 +59,7 @@ def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
             "Bounds on efficiency from each run's one-worker step time and a ring allreduce of "
             "its gradients over the measured link: no overlap = compute + allreduce, full "
             "overlap = forward + max(backward, allreduce), backward = 2 x forward "
-            "(docs/scaling-model.md). The 0-100% column shows the bounds and the measurement.",)),
+            "(docs/scaling-model.md).",)),
         Section(ALLREDUCE, "Allreduce", (
             "Each framework's own allreduce per message size: algbw = bytes / time, busbw = "
             "algbw x 2(N-1)/N (as nccl-tests). Warm-up, trials and 95% intervals as for the "

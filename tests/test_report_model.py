@@ -1,0 +1,131 @@
+"""The report model: built once, rendered as report.md and report.html with the same sections."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+
+from scalebench import analysis, report, stats
+from scalebench.report import html as html_report
+from scalebench.report import markdown, tables
+from scalebench.report.format import interval, num, pct, pct_interval
+from scalebench.report.model import series_label
+from tests.conftest import fake_record, reference_records
+from tests.test_report_html import records_for_report
+
+ALL_TITLES = ["Throughput and scaling efficiency", "Figures", "Horovod's published points",
+              "Framework vs framework", "Scaling model", "Allreduce",
+              "Failed, timed-out and skipped runs", "Environment", "Method"]
+
+
+def md_sections(text: str) -> list[str]:
+    return re.findall(r"^## (.+)$", text, re.M)
+
+
+def html_sections(text: str) -> list[str]:
+    return [html.unescape(t) for t in re.findall(r"<h2 id=\"[^\"]+\">(.+?)</h2>", text)]
+
+
+@pytest.mark.parametrize("problems", [[], ["results.jsonl:3: not JSON"]])
+def test_markdown_and_html_carry_the_same_sections(tmp_path, problems):
+    model = report.build(records_for_report() + reference_records(), problems)
+    titles = [s.title for s in model.sections]
+    assert titles == (["Input problems"] if problems else []) + ALL_TITLES
+    report.write_all(records_for_report() + reference_records(), problems, tmp_path)
+    assert md_sections((tmp_path / "report.md").read_text()) == titles
+    assert html_sections((tmp_path / "report.html").read_text()) == titles
+
+
+def test_sections_stay_when_there_is_nothing_to_put_in_them(tmp_path):
+    report.write_all([fake_record(status="failed", error="boom")], [], tmp_path)
+    md, page = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
+    assert md_sections(md) == html_sections(page) == ALL_TITLES
+    for text in (md, page):
+        assert "No successful runs." in text and "No multi-worker runs: nothing to model." in text
+        assert "No allreduce records among the inputs" in text and "boom" in text
+
+
+def test_summary_rows_are_computed_once_per_write_all(tmp_path, monkeypatch):
+    calls = []
+    original = analysis.summary_rows
+
+    def counted(records):
+        calls.append(len(records))
+        return original(records)
+
+    monkeypatch.setattr(analysis, "summary_rows", counted)
+    written = report.write_all(reference_records(), [], tmp_path)
+    assert calls == [9]
+    assert [p.name for p in written] == ["summary.csv", "efficiency.png", "throughput.png",
+                                         "report.md", "report.html"]
+
+
+def test_each_difference_is_decided_once(tmp_path, monkeypatch):
+    calls = []
+    original = stats.difference
+
+    def counted(a, b, alpha=0.05):
+        calls.append(alpha)
+        return original(a, b, alpha)
+
+    monkeypatch.setattr(stats, "difference", counted)
+    report.write_all(reference_records(), [], tmp_path)
+    # ddp, horovod and horovod with fp16 compression at 1 and at 2 workers: two slower each
+    assert len(calls) == 4
+
+
+def test_step_options_make_their_own_series():
+    model = report.build(reference_records("train"), [])
+    assert len(model.groups) == 1
+    group = model.groups[0]
+    assert group.labels == ("ddp", "horovod", "horovod (fp16_allreduce)")
+    assert len(group.rows) == 6
+    compared = [series_label(c.row) for c in model.comparisons[0].entries]
+    assert sorted(compared) == sorted(group.labels * 2)
+    md = markdown.render(model, {})
+    assert "| inception_v3 | horovod (fp16_allreduce) | fp32 | 2 |" in md
+    assert "horovod (fp16_allreduce)" in html_report.page(model, {})
+
+
+def test_labels_carry_precision_and_step_options():
+    row = {"framework": "horovod", "precision": "fp16", "step_label": "fp16_allreduce"}
+    assert series_label(row) == "horovod fp16 (fp16_allreduce)"
+    assert series_label({**row, "precision": "fp32", "step_label": ""}) == "horovod"
+
+
+def test_scaling_model_and_allreduce_in_both_reports(tmp_path):
+    report.write_all(reference_records(), [], tmp_path)
+    md, page = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
+    model_md = md.split("## Scaling model")[1].split("## Allreduce")[0]
+    model_html = page.split('id="scaling-model"')[1].split('id="allreduce"')[0]
+    for section in (model_md, model_html):
+        assert "below-model" in section  # ddp x2: 48% against a no-overlap bound of 73%
+        assert "ddp allreduce, 2 workers, fit over 3 sizes" in section
+        assert "no allreduce measurement for horovod on cpu" in section
+    assert '<span class="gauge"' in model_html and "`" in model_md
+    allreduce_md = md.split("## Allreduce")[1].split("## Failed")[0]
+    allreduce_html = page.split('id="allreduce"')[1].split('id="problems"')[0]
+    for section in (allreduce_md, allreduce_html):
+        for size in ("64 KiB", "1 MiB", "8 MiB"):
+            assert size in section
+
+
+def test_a_given_link_models_every_multi_worker_run():
+    from scalebench import scaling_model
+
+    link = scaling_model.Link(1e9, 5e-6, "given")
+    model = report.build(reference_records("train"), [], link)
+    assert len(model.modelled) == 3 and all(m.modelled for m in model.modelled)
+    fp16 = [m for m in model.modelled if m.row["step_label"] == "fp16_allreduce"]
+    assert fp16 and fp16[0].entry["fp16_allreduce"] is True
+    assert len(tables.scaling_model_table(model).rows) == 3
+
+
+def test_format_helpers():
+    assert num(None) == num(float("nan")) == "–"
+    assert num(19.0) == "19" and num(0.1234, ".2f", 100, "%") == "12.34%"
+    assert pct(0.95) == "95.0%"
+    assert interval(1.0, 2.0) == "1–2" and interval(None, 2.0, missing="none") == "none"
+    assert pct_interval(0.41, 0.559) == "41.0–55.9%"
