@@ -175,3 +175,12 @@ def test_reference_set_keeps_compressed_horovod_apart():
     assert keys == [("ddp", "", 1), ("ddp", "", 2), ("horovod", "", 1), ("horovod", "", 2),
                     ("horovod", "fp16_allreduce", 1), ("horovod", "fp16_allreduce", 2)]
     assert all(r["efficiency"] is not None for r in rows)
+
+
+def test_a_summary_row_has_its_records_configuration_key():
+    # the report joins rows back to their records by this key
+    records = [horovod(1), horovod(2, fp16_allreduce=True, hosts="a:2"),
+               fake_record(world_size=2, device="cuda", env={"device_kind": "NVIDIA H100"}),
+               fake_record(world_size=2, options={"bucket_cap_mb": 50})]
+    rows = analysis.summary_rows(records)
+    assert {identity.config_key(r) for r in rows} == {identity.config_key(r) for r in records}
