@@ -27,10 +27,10 @@ METRICS = compare.METRICS
 
 
 def _row_id(record: dict) -> str:
-    key = list(identity.config_key(record))
-    if key[-1] == "{}":
-        key.pop()  # default options: the id rows had before step options were part of the key
-    basis = json.dumps([key, record.get("timestamp"),
+    key = identity.key_dict(identity.config_key(record))
+    if key["step_options"] == "{}":
+        del key["step_options"]  # default options: the id rows had before options were in the key
+    basis = json.dumps([list(key.values()), record.get("timestamp"),
                         (record.get("env") or {}).get("hostname"), record.get("run_id"),
                         record.get("status"), record.get("trial_images_per_sec")],
                        sort_keys=True, default=str)
