@@ -262,9 +262,6 @@ class ReportModel:
     environments: Environments
     settings: tuple[tuple[str, int, int, int], ...]  # (scaling, warmup, trials, iters) used
 
-    def section(self, key: str) -> Section:
-        return next(s for s in self.sections if s.key == key)
-
     @property
     def counts_text(self) -> str:
         return f"{self.record_count} records: " + ", ".join(
