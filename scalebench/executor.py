@@ -65,6 +65,10 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
         if outcome.set_aside:
             progress.note(f"previous results moved to {outcome.set_aside}")
     env = envinfo.collect(device.device, device.backend)
+    for name in dict.fromkeys(job.launch.framework for job in jobs):
+        adapter = frameworks.get(name)
+        if adapter.available()[0]:
+            env.update(adapter.environment())
     sessions = Sessions(options_for, device.device, out_dir)
 
     def emit(records: list[dict]) -> None:
@@ -82,6 +86,8 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
                 continue
             adapter = frameworks.get(job.launch.framework)
             available, reason = adapter.available()
+            if available and (why := adapter.unavailable_for(job)):
+                available, reason = False, why
             if not available:
                 records = task.records(job, None, env, skipped_reason=reason)
                 emit(records)

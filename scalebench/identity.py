@@ -136,7 +136,7 @@ def resume_key(record: Mapping[str, Any]) -> tuple:
     option as given, and the repeat index where there is one)."""
     options = json.dumps(record.get("options") or {}, sort_keys=True, default=str)
     return tuple(record.get(f) for f in RESUME_FIELDS) + (
-        record.get("size_bytes"), record.get("dtype"), record.get("repeat"), options)
+        record.get("size_bytes"), record.get("dtype"), record.get("repeat") or 1, options)
 
 
 def allreduce_point_key(record: Mapping[str, Any]) -> tuple:

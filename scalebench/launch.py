@@ -21,6 +21,7 @@ class LaunchSpec:
     timeout: float  # seconds before the whole run is killed and recorded as timeout
     threads_per_worker: int
     options: Any  # the framework's frozen options dataclass (frameworks.<name>.Options)
+    launcher: str = "local"  # local (the framework's own launcher) or slurm (job steps)
 
     def __post_init__(self):
         if self.world_size < 1 or self.nodes < 1 or self.threads_per_worker < 1:
@@ -57,6 +58,8 @@ class Job:
     kind: str  # the task (tasks.get(kind))
     launch: LaunchSpec
     task: Any  # the task's frozen spec dataclass
+    repeat: int = 1  # which of `repeats` separate launches of this configuration
+    repeats: int = 1
 
     def __post_init__(self):
         from scalebench import tasks
@@ -69,7 +72,8 @@ class Job:
     def to_json(self) -> str:
         return json.dumps({"run_id": self.run_id, "kind": self.kind,
                            "launch": self.launch.to_dict(),
-                           "task": dataclasses.asdict(self.task)})
+                           "task": dataclasses.asdict(self.task),
+                           "repeat": self.repeat, "repeats": self.repeats})
 
     @classmethod
     def from_json(cls, text: str) -> Job:
@@ -78,4 +82,5 @@ class Job:
         data = json.loads(text)
         task = tasks.get(data["kind"])
         return cls(data["run_id"], data["kind"], LaunchSpec.from_dict(data["launch"]),
-                   task.spec_from_dict(data["task"]))
+                   task.spec_from_dict(data["task"]), data.get("repeat", 1),
+                   data.get("repeats", 1))

@@ -34,6 +34,18 @@ LAUNCH_FIELDS: dict[str, tuple[type, ...]] = {
     "options": (dict,),
     "error": (str, type(None)),
 }
+# Written by this version, absent from older records (readers default them: local, 1, 1).
+OPTIONAL_LAUNCH_FIELDS: dict[str, tuple[type, ...]] = {
+    "launcher": (str,),
+    "scheduler": (dict,),  # e.g. Slurm's job id, step id and node list
+    "repeat": (int,),
+    "repeats": (int,),
+}
+
+
+def check_optional(record: dict[str, Any], fields: dict[str, tuple[type, ...]]) -> None:
+    """Fields that may be absent, but have an allowed type when present."""
+    check_fields(record, {k: v for k, v in fields.items() if k in record})
 
 
 class RecordError(ValueError):
@@ -61,6 +73,7 @@ def check_common(record: dict[str, Any]) -> None:
             f"reads version {SCHEMA_VERSION}); re-run the sweep or use the scalebench that wrote it"
         )
     check_fields(record, COMMON_FIELDS)
+    check_optional(record, OPTIONAL_LAUNCH_FIELDS)
     if record["status"] not in STATUSES:
         raise RecordError(f"status {record['status']!r} not one of {', '.join(STATUSES)}")
     if record["status"] != "ok" and not record.get("error"):
@@ -79,5 +92,6 @@ def launch_fields(job: Job, env: dict) -> dict[str, Any]:
         "run_id": job.run_id, "framework": launch.framework, "world_size": launch.world_size,
         "nodes": launch.nodes, "device": launch.device, "backend": launch.backend,
         "threads_per_worker": launch.threads_per_worker, "options": launch.options_dict(),
+        "launcher": launch.launcher, "repeat": job.repeat, "repeats": job.repeats,
         "env": env,
     }

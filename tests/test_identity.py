@@ -112,7 +112,8 @@ def test_resume_key_takes_every_option_and_the_repeat():
     r = fake_record(world_size=2, options={"nnodes": 1, "node_rank": 0})
     assert identity.resume_key(r) == identity.resume_key(dict(r))
     assert identity.resume_key(r) != identity.resume_key({**r, "options": {"nnodes": 2}})
-    assert identity.resume_key(r) != identity.resume_key({**r, "repeat": 1})
+    assert identity.resume_key(r) != identity.resume_key({**r, "repeat": 2})
+    assert identity.resume_key(r) == identity.resume_key({**r, "repeat": 1})  # absent: the first
     assert identity.resume_key(r) != identity.resume_key({**r, "device": "cuda"})
     # a resume key is about the plan: results and environment do not enter it
     assert identity.resume_key(r) == identity.resume_key(

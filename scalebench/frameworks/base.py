@@ -24,6 +24,7 @@ class LaunchOutcome:
     launch_unix: float | None = None
     nodes: int | None = None  # where the framework knows better than the plan
     artifacts: dict[str, str] = field(default_factory=dict)  # e.g. a timeline's path
+    scheduler: dict[str, Any] = field(default_factory=dict)  # e.g. Slurm job/step ids, nodes
 
     def __post_init__(self):
         if self.status not in STATUSES[:3]:
@@ -65,6 +66,15 @@ class Framework:
     def available(self) -> tuple[bool, str]:
         """(True, version) or (False, reason and the command that fixes it)."""
         raise NotImplementedError
+
+    def unavailable_for(self, job: Job) -> str | None:
+        """Why this framework cannot run this job here although it is installed (e.g. a
+        Horovod without NCCL asked for CUDA), with the fix; None when it can."""
+        return None
+
+    def environment(self) -> dict[str, Any]:
+        """Facts about this framework's build that every record's environment carries."""
+        return {}
 
     def fixed_nodes(self, options: Any) -> int:
         """Nodes every run spans whatever its worker count (multi-node DDP)."""

@@ -172,8 +172,10 @@ def build_records(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_re
     spec: AllreduceSpec = job.task
     base: dict[str, Any] = {**launch_fields(job, env), "dtype": spec.dtype, "warmup": spec.warmup,
                             "iters": spec.iters, "trials": spec.trials}
-    if outcome is not None and outcome.nodes is not None:
-        base["nodes"] = outcome.nodes
+    if outcome is not None:
+        base["scheduler"] = outcome.scheduler
+        if outcome.nodes is not None:
+            base["nodes"] = outcome.nodes
     records = []
     if outcome is None or outcome.status != "ok":
         for size in spec.sizes:

@@ -156,7 +156,8 @@ def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_rea
         record.update(status="skipped", error=skipped_reason)
         results.validate(record)
         return record
-    record.update(status=outcome.status, error=outcome.error, artifacts=outcome.artifacts)
+    record.update(status=outcome.status, error=outcome.error, artifacts=outcome.artifacts,
+                  scheduler=outcome.scheduler)
     if outcome.nodes is not None:
         record["nodes"] = outcome.nodes
     if outcome.status != "ok":
@@ -263,7 +264,7 @@ def job_record_shape(job: Job) -> dict[str, Any]:
     launch = job.launch
     return {"kind": job.kind, "framework": launch.framework, "world_size": launch.world_size,
             "nodes": launch.nodes, "device": launch.device, "options": launch.options_dict(),
-            **spec_dict(job)}
+            "repeat": job.repeat, **spec_dict(job)}
 
 
 TASK = TrainTask()
