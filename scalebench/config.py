@@ -21,6 +21,8 @@ from scalebench.errors import UserError
 PRECISIONS = ("fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
 SCALINGS = ("weak", "strong")
+TF32_MODES = ("default", "on", "off")
+LAUNCHERS = ("local", "slurm")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,10 @@ class SweepSpec:
     resume: bool = False
     quiet: bool = False
     name: str = "default"
+    repeats: int = 1  # separate launches of every configuration, interleaved round by round
+    seed: int | None = None  # shuffles the framework order within a round; None: from the clock
+    tf32: str = "default"  # CUDA fp32 math: PyTorch's default, TF32 on, or TF32 off
+    launcher: str = "local"  # local: each framework's own launcher; slurm: job steps
     # framework name -> its Options (frameworks.<name>.Options); absent: the defaults
     framework_options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -73,6 +79,10 @@ _TOP_FIELDS: dict[str, Any] = {
     "out": lambda v: fields.text("out", v),
     "resume": lambda v: fields.boolean("resume", v),
     "quiet": lambda v: fields.boolean("quiet", v),
+    "repeats": lambda v: fields.integer("repeats", v, 1),
+    "seed": lambda v: fields.integer("seed", v, 0),
+    "tf32": lambda v: fields.choice("tf32", v, TF32_MODES),
+    "launcher": lambda v: fields.choice("launcher", v, LAUNCHERS),
 }
 
 

@@ -60,6 +60,7 @@ class Job:
     task: Any  # the task's frozen spec dataclass
     repeat: int = 1  # which of `repeats` separate launches of this configuration
     repeats: int = 1
+    order_seed: int | None = None  # the seed that shuffled the framework order of the rounds
 
     def __post_init__(self):
         from scalebench import tasks
@@ -73,7 +74,8 @@ class Job:
         return json.dumps({"run_id": self.run_id, "kind": self.kind,
                            "launch": self.launch.to_dict(),
                            "task": dataclasses.asdict(self.task),
-                           "repeat": self.repeat, "repeats": self.repeats})
+                           "repeat": self.repeat, "repeats": self.repeats,
+                           "order_seed": self.order_seed})
 
     @classmethod
     def from_json(cls, text: str) -> Job:
@@ -83,4 +85,4 @@ class Job:
         task = tasks.get(data["kind"])
         return cls(data["run_id"], data["kind"], LaunchSpec.from_dict(data["launch"]),
                    task.spec_from_dict(data["task"]), data.get("repeat", 1),
-                   data.get("repeats", 1))
+                   data.get("repeats", 1), data.get("order_seed"))

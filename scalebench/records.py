@@ -40,6 +40,7 @@ OPTIONAL_LAUNCH_FIELDS: dict[str, tuple[type, ...]] = {
     "scheduler": (dict,),  # e.g. Slurm's job id, step id and node list
     "repeat": (int,),
     "repeats": (int,),
+    "order_seed": (int, type(None)),
 }
 
 
@@ -93,5 +94,6 @@ def launch_fields(job: Job, env: dict) -> dict[str, Any]:
         "nodes": launch.nodes, "device": launch.device, "backend": launch.backend,
         "threads_per_worker": launch.threads_per_worker, "options": launch.options_dict(),
         "launcher": launch.launcher, "repeat": job.repeat, "repeats": job.repeats,
+        "order_seed": job.order_seed,
         "env": env,
     }

@@ -148,3 +148,21 @@ def test_cuda_needs_two_warmup_steps():
         train.plan(spec(models="vgg16", workers="1", warmup=1), gpu)
     assert train.plan(spec(models="vgg16", workers="1", warmup=2), gpu)
     assert train.plan(spec(models="vgg16", workers="1", warmup=0, image_size=32), CPU2)
+
+
+def test_repeats_are_interleaved_rounds_with_a_recorded_seed():
+    s = spec(models="vgg16", frameworks="ddp,horovod,ray", workers="1,2", image_size=32,
+             repeats=3, seed=7)
+    jobs = train.plan(s, CPU2)
+    assert len(jobs) == 3 * 3 * 2 and len({j.run_id for j in jobs}) == len(jobs)
+    assert [j.repeat for j in jobs] == [1] * 6 + [2] * 6 + [3] * 6
+    assert {j.order_seed for j in jobs} == {7} and {j.repeats for j in jobs} == {3}
+    rounds = [[j.launch.framework for j in jobs if j.repeat == r][::2] for r in (1, 2, 3)]
+    assert all(sorted(order) == ["ddp", "horovod", "ray"] for order in rounds)
+    assert [[j.launch.framework for j in train.plan(s, CPU2) if j.repeat == r][::2]
+            for r in (1, 2, 3)] == rounds  # the same seed, the same order
+    assert len({tuple(order) for order in rounds}) > 1  # seed 7 shuffles differently per round
+    one = train.plan(spec(models="vgg16", frameworks="ddp,ray", workers="1,2", image_size=32),
+                     CPU2)
+    assert [(j.launch.framework, j.launch.world_size, j.repeat, j.order_seed) for j in one] == [
+        ("ddp", 1, 1, None), ("ddp", 2, 1, None), ("ray", 1, 1, None), ("ray", 2, 1, None)]

@@ -14,6 +14,7 @@ TOP_FLAGS = {  # flag dest -> SweepSpec field
     "warmup": "warmup", "iters": "iters", "trials": "trials", "timeout": "timeout",
     "device": "device", "scaling": "scaling", "data": "data", "out": "out",
     "loader_workers": "loader_workers", "threads_per_worker": "threads_per_worker",
+    "repeats": "repeats", "seed": "seed", "tf32": "tf32", "launcher": "launcher",
 }
 
 
@@ -36,6 +37,13 @@ def register(sub) -> None:
     p.add_argument("--data", help="synthetic or imagefolder:PATH")
     p.add_argument("--loader-workers", help="DataLoader worker processes per rank (imagefolder)")
     p.add_argument("--threads-per-worker", help="CPU threads per worker (default cores/workers)")
+    p.add_argument("--repeats", help="separate launches of every configuration, interleaved "
+                   "round by round (default 1); intervals then use the per-launch means")
+    p.add_argument("--seed", help="seed of the framework order within each round (default: "
+                   "random, recorded)")
+    p.add_argument("--tf32", help="CUDA fp32 math: default (PyTorch's), on or off")
+    p.add_argument("--launcher", help="local (each framework's launcher) or slurm (job steps "
+                   "inside an allocation)")
     p.add_argument("--out", help="output folder (default results/<workload name>)")
     p.add_argument("--resume", action="store_true", default=None,
                    help="skip runs already recorded ok in OUT/results.jsonl")

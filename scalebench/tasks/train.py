@@ -7,6 +7,7 @@ anything launches. Records: one per job, throughput from the slowest rank's wind
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,9 @@ from scalebench.tasks.base import Task
 
 KIND = "train"
 MIN_CUDA_WARMUP = 2
+# One-worker runs of these also time the DDP-wrapped step: PyTorch DDP benchmark's "no ddp"
+# vs DDP on one GPU.
+WRAPPER_OVERHEAD_FRAMEWORKS = ("ddp",)
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,8 @@ class TrainSpec:
     trials: int
     loader_workers: int
     params: int
+    tf32: str = "default"  # CUDA fp32 math: default, on, off (config.TF32_MODES)
+    measure_wrapper: bool = False  # also time the DDP-wrapped one-worker step (wrapper overhead)
 
 
 # field -> allowed types, beyond records.COMMON_FIELDS and LAUNCH_FIELDS
@@ -104,12 +110,17 @@ def check_warmup(warmup: int, device: devices.DeviceInfo) -> None:
 
 
 def plan(sweep, device: devices.DeviceInfo) -> list[Job]:
-    """One job per model x framework x precision x worker count."""
+    """One job per model x framework x precision x worker count, `repeats` times.
+
+    Repeats are interleaved: round 1 holds the first launch of every configuration, round 2 the
+    second, ...; with repeats >= 2 the framework order within each round is shuffled (seeded,
+    the seed recorded) so that drift over time is not confounded with a framework.
+    """
     check_warmup(sweep.warmup, device)
     for precision in sweep.precision:
         devices.check_precision(device, precision)
     workers = sweep_workers(sweep, device)
-    jobs: list[Job] = []
+    configs: list[tuple[str, LaunchSpec, TrainSpec]] = []
     for model in sweep.models:
         info = workloads.get_info(model)
         image_size = sweep.image_size or info.native_image_size
@@ -132,9 +143,34 @@ def plan(sweep, device: devices.DeviceInfo) -> list[Job]:
                         image_size=image_size, aux_logits=aux, precision=precision,
                         scaling=sweep.scaling, data=sweep.data, warmup=sweep.warmup,
                         iters=sweep.iters, trials=sweep.trials,
-                        loader_workers=sweep.loader_workers, params=info.param_count(aux))
-                    jobs.append(Job(f"{len(jobs) + 1:03d}-{framework}-{model}-w{world}-{precision}",
-                                    KIND, launch_spec(sweep, framework, world, device), spec))
+                        loader_workers=sweep.loader_workers, params=info.param_count(aux),
+                        tf32=sweep.tf32,
+                        measure_wrapper=framework in WRAPPER_OVERHEAD_FRAMEWORKS and world == 1)
+                    configs.append((framework, launch_spec(sweep, framework, world, device),
+                                    spec))
+    return interleave(configs, sweep.repeats, sweep.seed)
+
+
+def interleave(configs: list[tuple[str, LaunchSpec, TrainSpec]], repeats: int,
+               seed: int | None) -> list[Job]:
+    """Jobs round by round. One round keeps the plan's order; with repeats > 1 each round
+    takes the frameworks in a seeded random order (the seed is recorded in every job)."""
+    rounds = [configs]
+    if repeats > 1:
+        seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+        rng = random.Random(seed)
+        names = list(dict.fromkeys(framework for framework, _, _ in configs))
+        rounds = []
+        for _ in range(repeats):
+            rng.shuffle(names)
+            rounds.append([c for name in names for c in configs if c[0] == name])
+    jobs: list[Job] = []
+    for repeat, members in enumerate(rounds, start=1):
+        for framework, launch, spec in members:
+            run_id = (f"{len(jobs) + 1:03d}-{framework}-{spec.model}-w{launch.world_size}-"
+                      f"{spec.precision}" + (f"-r{repeat}" if repeats > 1 else ""))
+            jobs.append(Job(run_id, KIND, launch, spec, repeat, repeats,
+                            seed if repeats > 1 else None))
     return jobs
 
 
