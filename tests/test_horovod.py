@@ -111,3 +111,20 @@ def test_missing_horovod_is_skipped_and_ddp_still_runs(tmp_path):
     listing = subprocess.run([sys.executable, "-m", "scalebench", "list"], capture_output=True,
                              text=True, env=env, timeout=300)
     assert "horovod  unavailable: horovod.torch does not load" in listing.stdout
+
+
+def test_horovod_on_cuda_needs_nccl(monkeypatch):
+    monkeypatch.setattr(install, "probe", lambda: (True, "horovod 0.28.1",
+                                                   {"nccl": False, "gloo": True}))
+    assert "built without NCCL" in install.device_problem("cuda")
+    assert "--device cpu" in install.device_problem("cuda")
+    assert install.device_problem("cpu") is None
+    monkeypatch.setattr(install, "probe", lambda: (True, "horovod 0.28.1",
+                                                   {"nccl": True, "gloo": True}))
+    assert install.device_problem("cuda") is None
+
+
+@needs_horovod
+def test_build_flags_are_recorded_in_the_environment():
+    flags = launcher.Horovod().environment()["horovod_build"]
+    assert flags["gloo"] is True and set(flags) == set(install.BUILD_FLAGS)

@@ -9,6 +9,7 @@ from pathlib import Path
 from scalebench.frameworks import process
 from scalebench.frameworks.base import MIB, Framework, LaunchOutcome
 from scalebench.frameworks.horovod import options as hvd_options
+from scalebench.frameworks.horovod import install
 from scalebench.frameworks.horovod.install import check_installation, horovodrun_path
 from scalebench.launch import Job
 
@@ -79,6 +80,12 @@ class Horovod(Framework):
 
     def available(self) -> tuple[bool, str]:
         return check_installation()
+
+    def unavailable_for(self, job: Job) -> str | None:
+        return install.device_problem(job.launch.device)
+
+    def environment(self) -> dict:
+        return {"horovod_build": install.build_flags()}
 
     def planned_nodes(self, options, world_size: int) -> int:
         pairs = slots(options)
