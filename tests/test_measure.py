@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 from scalebench import measure
 from scalebench.comm import SingleProcessComm
+from scalebench.frameworks.base import LaunchOutcome
 from scalebench.tasks import train
 
 
@@ -24,14 +26,62 @@ class CountingComm(SingleProcessComm):
 
 def test_windows_come_from_the_clock_and_barriers_frame_every_window():
     ticks = itertools.count(step=0.25)
-    job = train.local_job("vgg16", 2, 32, warmup=1, iters=2, trials=3)
+    job = train.local_job("inception_v3", 2, 75, warmup=1, iters=2, trials=3)
     comm = CountingComm()
     result = measure.run(job, comm, clock=lambda: next(ticks))
     # one clock read at each end of a window: consecutive reads 0.25 s apart
     assert result["window_seconds"] == [[0.25, 0.25, 0.25]]
-    assert comm.wrapped == 1
+    assert comm.wrapped == 0  # one worker: the plain step, whatever the framework
     # before warm-up, after warm-up, before each of 3 windows, after the last
     assert comm.barriers == 1 + 1 + 3 + 1
     assert result["threads"] == [1] and len(result["param_checksums"]) == 1
     assert result["final_loss"][0] is not None and result["warmup_seconds"] >= 0
     assert result["first_timed_step_unix"] >= result["train_start_unix"]
+
+
+def test_one_worker_wrapper_overhead_windows_and_step_rules():
+    ticks = itertools.count(step=0.5)
+    job = train.local_job("inception_v3", 2, 75, warmup=1, iters=1, trials=2)
+    job = dataclasses.replace(job, task=dataclasses.replace(job.task, measure_wrapper=True))
+    comm = CountingComm()
+    result = measure.run(job, comm, clock=lambda: next(ticks))
+    assert comm.wrapped == 1
+    assert result["window_seconds"] == [[0.5, 0.5]]
+    assert result["wrapped_window_seconds"] == [[0.5, 0.5]]
+    assert result["step"] == {"broadcast_buffers": False, "one_worker_unwrapped": True}
+    assert result["math"] == {"cudnn_allow_tf32": None, "matmul_precision": None}  # CPU
+    assert result["scaler_skipped_steps"] == [None]  # fp32: no scaler
+
+
+class HalvingScaler:
+    """A GradScaler stand-in that skips (halves its scale on) every second update."""
+
+    def __init__(self, device_type):
+        import torch
+
+        self._scale = torch.tensor(1024.0)
+        self.updates = 0
+
+    def scale(self, loss):
+        return loss
+
+    def step(self, optimizer):
+        optimizer.step()
+
+    def update(self):
+        self.updates += 1
+        if self.updates % 2 == 0:
+            self._scale = self._scale / 2
+
+
+def test_fp16_skipped_steps_are_counted_inside_the_windows(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.amp, "GradScaler", HalvingScaler)
+    job = train.local_job("inception_v3", 2, 75, precision="fp16", warmup=1, iters=2, trials=2)
+    result = measure.run(job, SingleProcessComm())
+    # updates 1 (warm-up) .. 5: updates 2 and 4 skip, both inside the timed windows
+    assert result["scaler_skipped_steps"] == [2]
+    record = train.build_record(job, LaunchOutcome("ok", result, launch_unix=0.0), {})
+    assert record["scaler_skipped_steps"] == 2
+    assert any("2 fp16 steps in the timed windows were skipped" in w for w in record["warnings"])

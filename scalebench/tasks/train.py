@@ -186,7 +186,7 @@ def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_rea
         "image_size": spec.image_size, "aux_logits": spec.aux_logits,
         "precision": spec.precision, "scaling": spec.scaling, "data": spec.data,
         "warmup": spec.warmup, "iters": spec.iters, "trials": spec.trials,
-        "params": spec.params,
+        "params": spec.params, "tf32": spec.tf32,
     }
     if outcome is None:
         record.update(status="skipped", error=skipped_reason)
@@ -227,9 +227,25 @@ def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_rea
         warnings=run_warnings(result),
         topology=result.get("topology", []),
         aux_logits=bool(result.get("aux_logits", spec.aux_logits)),
+        step=result.get("step", {}),
+        math=result.get("math", {}),
+        scaler_skipped_steps=skipped_steps(result),
     )
+    wrapped = result.get("wrapped_window_seconds")
+    if wrapped:
+        trial_wrapped = stats.trial_throughputs(wrapped, spec.global_batch * spec.iters)
+        wrapped_mean = stats.summarize(trial_wrapped).mean
+        record.update(trial_wrapped_images_per_sec=trial_wrapped,
+                      wrapped_images_per_sec=wrapped_mean,
+                      wrapper_overhead=1.0 - wrapped_mean / summary.mean)
     results.validate(record)
     return record
+
+
+def skipped_steps(result: dict) -> int | None:
+    """GradScaler-skipped steps in the timed windows (the most any rank saw); None without fp16."""
+    counts = [c for c in result.get("scaler_skipped_steps") or [] if c is not None]
+    return max(counts) if counts else None
 
 
 def _finite_or_none(values: list) -> list:
@@ -244,6 +260,11 @@ def run_warnings(result: dict) -> list[str]:
     if bad:
         notes.append(f"final loss is not finite on ranks {bad}: training diverged "
                      "(throughput is still measured)")
+    skipped = skipped_steps(result)
+    if skipped:
+        notes.append(f"{skipped} fp16 steps in the timed windows were skipped by the gradient "
+                     "scaler (inf/NaN gradients): skipped steps do no update and inflate "
+                     "throughput")
     sums = [v for v in result.get("param_checksums", []) if v is not None and math.isfinite(v)]
     if len(sums) > 1 and max(sums) - min(sums) > 1e-6 * max(1.0, abs(max(sums))):
         notes.append("replicas hold different weights at the end of the run: gradients were "

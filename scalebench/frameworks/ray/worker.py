@@ -57,9 +57,11 @@ class RayTorchComm(TorchDistComm):
     def wrap(self, model, optimizer):
         from ray.train.torch import prepare_model
 
-        # measure.run has already moved the model to this worker's device. Note: Ray leaves a
-        # one-worker model unwrapped (no DDP hooks), where torchrun's DDP wraps it anyway.
-        return prepare_model(model, move_to_device=False, parallel_strategy="ddp"), optimizer
+        # measure.run has already moved the model to this worker's device, and calls wrap only
+        # with more than one worker (or to time the wrapper); the DDP arguments are the same
+        # as DDP's own (no buffer broadcast).
+        return prepare_model(model, move_to_device=False, parallel_strategy="ddp",
+                             parallel_strategy_kwargs=self.ddp_kwargs()), optimizer
 
     def device_index(self) -> int:
         from ray.train.torch import get_device
