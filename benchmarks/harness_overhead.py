@@ -21,23 +21,29 @@ from scalebench.launch import Job
 from scalebench.tasks import train
 
 
-def minimal_loop(model_name: str, batch: int, size: int, warmup: int, steps: int) -> float:
+def minimal_loop(model_name: str, batch: int, size: int, warmup: int, steps: int,
+                 device: str = "cpu") -> float:
     """The loop a user would write by hand: no barriers, no windows, one clock around it all."""
     model, _ = workloads.build_model(model_name, size)
+    model = model.to(device)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
-    x = torch.randn(batch, 3, size, size)
-    y = torch.randint(0, 1000, (batch,))
+    x = torch.randn(batch, 3, size, size, device=device)
+    y = torch.randint(0, 1000, (batch,), device=device)
     for _ in range(warmup):
         opt.zero_grad()
         loss_fn(model(x), y).backward()
         opt.step()
+    if device == "cuda":
+        torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(steps):
         opt.zero_grad()
         loss_fn(model(x), y).backward()
         opt.step()
+    if device == "cuda":
+        torch.cuda.synchronize()
     return batch * steps / (time.perf_counter() - start)
 
 
@@ -58,6 +64,7 @@ def main() -> None:
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     a = p.parse_args()
     workloads.check_input(a.model, a.image_size, a.batch_size)
     # Model code is not Inception's training output here: the minimal loop uses plain CE.
@@ -65,14 +72,15 @@ def main() -> None:
         raise SystemExit("pick an image size below 299 for inception_v3 (no aux head)")
     measure.set_threads(a.threads)
     spec = train.local_job(a.model, a.batch_size, a.image_size, warmup=a.warmup, iters=a.iters,
-                           trials=a.trials, threads=a.threads)
+                           trials=a.trials, threads=a.threads, device=a.device)
     timed_steps = a.iters * a.trials
     ours, theirs = [], []
-    print(f"{a.model} {a.image_size}px batch {a.batch_size}, {a.threads} threads, "
+    print(f"{a.model} {a.image_size}px batch {a.batch_size} on {a.device}, {a.threads} threads, "
           f"{timed_steps} timed steps per measurement, {a.rounds} rounds (A/B alternated)")
     for i in range(a.rounds):
         ours.append(scalebench_loop(spec))
-        theirs.append(minimal_loop(a.model, a.batch_size, a.image_size, a.warmup, timed_steps))
+        theirs.append(minimal_loop(a.model, a.batch_size, a.image_size, a.warmup, timed_steps,
+                                   a.device))
         print(f"round {i + 1}: scalebench {ours[-1]:.3f} images/s, minimal {theirs[-1]:.3f} "
               f"images/s, ratio {ours[-1] / theirs[-1]:.4f}")
     ratios = [o / t for o, t in zip(ours, theirs, strict=True)]
