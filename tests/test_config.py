@@ -166,3 +166,10 @@ def test_repeats_are_interleaved_rounds_with_a_recorded_seed():
                      CPU2)
     assert [(j.launch.framework, j.launch.world_size, j.repeat, j.order_seed) for j in one] == [
         ("ddp", 1, 1, None), ("ddp", 2, 1, None), ("ray", 1, 1, None), ("ray", 2, 1, None)]
+
+
+def test_paper_workload_repeats_three_times():
+    from tests.conftest import REPO
+
+    paper = config.build_spec(config.load_workload(REPO / "workloads" / "horovod-paper.toml"))
+    assert paper.repeats == 3
