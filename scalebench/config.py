@@ -23,6 +23,7 @@ DEVICES = ("auto", "cpu", "cuda")
 SCALINGS = ("weak", "strong")
 TF32_MODES = ("default", "on", "off")
 LAUNCHERS = ("local", "slurm")
+LAUNCH_MODES = ("grouped", "isolated")
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class SweepSpec:
     seed: int | None = None  # shuffles the framework order within a round; None: from the clock
     tf32: str = "default"  # CUDA fp32 math: PyTorch's default, TF32 on, or TF32 off
     launcher: str = "local"  # local: each framework's own launcher; slurm: job steps
+    launch: str = "grouped"  # grouped: configurations sharing a launch run in one; isolated
     # framework name -> its Options (frameworks.<name>.Options); absent: the defaults
     framework_options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -83,6 +85,7 @@ _TOP_FIELDS: dict[str, Any] = {
     "seed": lambda v: fields.integer("seed", v, 0),
     "tf32": lambda v: fields.choice("tf32", v, TF32_MODES),
     "launcher": lambda v: fields.choice("launcher", v, LAUNCHERS),
+    "launch": lambda v: fields.choice("launch", v, LAUNCH_MODES),
 }
 
 

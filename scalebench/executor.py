@@ -21,6 +21,7 @@ from scalebench.devices import DeviceInfo
 from scalebench.frameworks.base import LaunchOutcome, Sessions
 from scalebench.launch import Job
 from scalebench.progress import Progress
+from scalebench.tasks import group
 
 
 @dataclass
@@ -46,13 +47,15 @@ def set_aside(path: Path) -> Path | None:
 
 def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
             options_for: Callable[[str], Any], *, resume: bool = False,
-            fresh_file: bool = True, progress: Progress | None = None) -> ExecutionOutcome:
-    """Run jobs in order and append their records to OUT/results.jsonl.
+            fresh_file: bool = True, progress: Progress | None = None,
+            launch_mode: str = "isolated") -> ExecutionOutcome:
+    """Run jobs and append their records to OUT/results.jsonl.
 
     resume: skip jobs whose records are already ok in the file. fresh_file: without resume, an
     existing results file is moved aside first (sweeps); False appends to it (allreduce points
     sit next to a sweep's training records). options_for(framework) gives the options a
-    framework's session opens with.
+    framework's session opens with. launch_mode grouped: jobs that can share a launch run in
+    one (tasks/group.py); the members of a group that died before reaching them run alone.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -70,38 +73,29 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
         if adapter.available()[0]:
             env.update(adapter.environment())
     sessions = Sessions(options_for, device.device, out_dir)
-
-    def emit(records: list[dict]) -> None:
-        for record in records:
-            results.append(path, record)
-            outcome.records.append(record)
-
+    runner = _Runner(out_dir, env, sessions, progress, outcome)
     try:
-        for job in jobs:
-            task = tasks.get(job.kind)
-            label = task.label(job)
-            if done and all(key in done for key in task.resume_keys(job)):
-                outcome.skipped_existing += 1
-                progress.skip(label, "already recorded ok (--resume)")
+        for unit in group.plan_groups(jobs, launch_mode):
+            pending = []
+            for job in unit:
+                task = tasks.get(job.kind)
+                if done and all(key in done for key in task.resume_keys(job)):
+                    outcome.skipped_existing += 1
+                    progress.skip(task.label(job), "already recorded ok (--resume)")
+                else:
+                    pending.append(job)
+            if not pending:
                 continue
-            adapter = frameworks.get(job.launch.framework)
-            available, reason = adapter.available()
-            if available and (why := adapter.unavailable_for(job)):
-                available, reason = False, why
-            if not available:
-                records = task.records(job, None, env, skipped_reason=reason)
-                emit(records)
-                progress.skip(label, f"SKIPPED - {reason}")
-                continue
-            sessions.activate(adapter)
-            progress.start(label)
-            launch = adapter.launch(job, out_dir / "runs" / job.run_id)
-            if launch.status == "ok" and not adapter.records_here(job.launch.options):
-                progress.finish_elsewhere(label)
-                continue
-            records = usable_records(task, job, launch, env)
-            emit(records)
-            progress.finish(records)
+            reason = runner.unavailable(pending[0])
+            if reason is not None:
+                for job in pending:
+                    runner.emit(tasks.get(job.kind).records(job, None, env,
+                                                            skipped_reason=reason))
+                    progress.skip(tasks.get(job.kind).label(job), f"SKIPPED - {reason}")
+            elif len(pending) == 1:
+                runner.run_alone(pending[0])
+            else:
+                runner.run_group(pending)
     except KeyboardInterrupt:
         outcome.interrupted = True
         progress.note("interrupted: children stopped; results so far are saved in "
@@ -110,6 +104,68 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
         progress.close()
         sessions.close_all()
     return outcome
+
+
+class _Runner:
+    """Launches of one execute call: alone or as a group; records appended as they come."""
+
+    def __init__(self, out_dir: Path, env: dict, sessions: Sessions, progress: Progress,
+                 outcome: ExecutionOutcome):
+        self.out_dir, self.env, self.sessions = out_dir, env, sessions
+        self.progress, self.outcome = progress, outcome
+        self.groups = 0
+
+    def emit(self, records: list[dict]) -> None:
+        for record in records:
+            results.append(self.outcome.results_path, record)
+            self.outcome.records.append(record)
+
+    def unavailable(self, job: Job) -> str | None:
+        adapter = frameworks.get(job.launch.framework)
+        available, reason = adapter.available()
+        if not available:
+            return reason
+        return adapter.unavailable_for(job)
+
+    def run_alone(self, job: Job) -> None:
+        task = tasks.get(job.kind)
+        adapter = frameworks.get(job.launch.framework)
+        self.sessions.activate(adapter)
+        self.progress.start(task.label(job))
+        launch = adapter.launch(job, self.out_dir / "runs" / job.run_id)
+        if launch.status == "ok" and not adapter.records_here(job.launch.options):
+            self.progress.finish_elsewhere(task.label(job))
+            return
+        records = usable_records(task, job, launch, self.env)
+        self.emit(records)
+        self.progress.finish(records)
+
+    def run_group(self, members: list[Job]) -> None:
+        self.groups += 1
+        adapter = frameworks.get(members[0].launch.framework)
+        group_id = (f"group-{time.strftime('%Y%m%d-%H%M%S')}-{self.groups:02d}-"
+                    f"{members[0].launch.framework}-w{members[0].launch.world_size}")
+        run_dir = self.out_dir / "runs" / group_id
+        group_job, placed = group.make_job(members, group_id, run_dir)
+        labels = [tasks.get(job.kind).label(job) for job in placed]
+        self.sessions.activate(adapter)
+        self.progress.start(f"{len(placed)} configurations in one launch: " + "; ".join(labels),
+                            configurations=len(placed))
+        launch = adapter.launch(group_job, run_dir)
+        if launch.status == "ok" and not adapter.records_here(group_job.launch.options):
+            self.progress.finish_elsewhere(labels[0], configurations=len(placed))
+            return
+        measured, left = [], []
+        for job, member in zip(placed, group.member_outcomes(launch, placed, run_dir),
+                               strict=True):
+            if member is None:
+                left.append(job)
+            else:
+                measured += usable_records(tasks.get(job.kind), job, member, self.env)
+        self.emit(measured)
+        self.progress.finish(measured, configurations=len(measured))
+        for job in left:  # the group died before these: each alone, as an isolated launch
+            self.run_alone(dataclasses.replace(job, group=None))
 
 
 def usable_records(task: tasks.Task, job: Job, launch: LaunchOutcome, env: dict) -> list[dict]:

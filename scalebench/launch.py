@@ -51,6 +51,15 @@ class LaunchSpec:
 
 
 @dataclass(frozen=True)
+class GroupPlace:
+    """A configuration's place in a grouped launch (several configurations, one launch)."""
+
+    group_id: str
+    position: int  # 1-based
+    size: int
+
+
+@dataclass(frozen=True)
 class Job:
     """One launch of one task: what the workers receive (never as argv fragments)."""
 
@@ -61,6 +70,7 @@ class Job:
     repeat: int = 1  # which of `repeats` separate launches of this configuration
     repeats: int = 1
     order_seed: int | None = None  # the seed that shuffled the framework order of the rounds
+    group: GroupPlace | None = None  # where this job ran inside a grouped launch
 
     def __post_init__(self):
         from scalebench import tasks
@@ -75,7 +85,9 @@ class Job:
                            "launch": self.launch.to_dict(),
                            "task": dataclasses.asdict(self.task),
                            "repeat": self.repeat, "repeats": self.repeats,
-                           "order_seed": self.order_seed})
+                           "order_seed": self.order_seed,
+                           "group": None if self.group is None else
+                           dataclasses.asdict(self.group)})
 
     @classmethod
     def from_json(cls, text: str) -> Job:
@@ -85,4 +97,5 @@ class Job:
         task = tasks.get(data["kind"])
         return cls(data["run_id"], data["kind"], LaunchSpec.from_dict(data["launch"]),
                    task.spec_from_dict(data["task"]), data.get("repeat", 1),
-                   data.get("repeats", 1), data.get("order_seed"))
+                   data.get("repeats", 1), data.get("order_seed"),
+                   GroupPlace(**data["group"]) if data.get("group") else None)

@@ -213,6 +213,7 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
     import torch
 
     spec = job.task  # tasks.train.TrainSpec
+    build_start_unix = time.time()
     set_threads(job.launch.threads_per_worker)
     torch.manual_seed(0)
     device = pick_device(job.launch.device, comm, spec.tf32)
@@ -274,6 +275,7 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         "math": math_settings(device),
         "step": dict(STEP_RULES),
         "aux_logits": aux,
+        "build_start_unix": build_start_unix,
         "train_start_unix": train_start_unix,
         "first_timed_step_unix": first_timed_step_unix,
         "warmup_seconds": warmup_seconds,

@@ -19,12 +19,13 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def result_lines(records: list[dict], index: int, total: int, elapsed: float) -> list[str]:
+def result_lines(records: list[dict], index: int, total: int, elapsed: float | None
+                 ) -> list[str]:
     """[k/n] and each record's own line (its task says how); one record per line."""
     from scalebench import tasks
 
     lines = [tasks.get(r["kind"]).result_line(r) for r in records]
-    took = f" in {_duration(elapsed)}"
+    took = f" in {_duration(elapsed)}" if elapsed is not None else ""
     if len(records) == 1:
         return [f"[{index}/{total}] {lines[0]}" + (took if records[0]["status"] == "ok" else "")]
     return [f"[{index}/{total}] done{took}:"] + [f"  {line}" for line in lines]
@@ -44,10 +45,12 @@ class Progress:
         self.launched = 0
         self._run_start: float | None = None
         self._label = ""
+        self._configurations = 1  # configurations the running launch measures
         self._ticker: threading.Thread | None = None
         self._stop = threading.Event()
 
     def estimate_left(self) -> float | None:
+        """Seconds left: the mean time per launched configuration so far x those left."""
         if not self.launched:
             return None
         return self.spent / self.launched * (self.total - self.done)
@@ -56,11 +59,14 @@ class Progress:
         elapsed = self.clock() - self._run_start if self._run_start is not None else 0.0
         left = self.estimate_left()
         eta = f", ~{_duration(max(0.0, left - elapsed))} left" if left is not None else ""
-        return (f"[{self.done + 1}/{self.total}] {self._label} running {_duration(elapsed)}, "
-                f"{self.total - self.done - 1} after this{eta}")
+        last = self.done + self._configurations
+        which = f"{self.done + 1}" if self._configurations == 1 else f"{self.done + 1}-{last}"
+        return (f"[{which}/{self.total}] {self._label} running {_duration(elapsed)}, "
+                f"{self.total - last} after this{eta}")
 
-    def start(self, label: str) -> None:
+    def start(self, label: str, configurations: int = 1) -> None:
         self._label = label
+        self._configurations = configurations
         self._run_start = self.clock()
         if self.live:
             self._stop.clear()
@@ -79,22 +85,32 @@ class Progress:
             self._ticker = None
             self.stream.write("\r\033[K")
 
-    def finish(self, records: list[dict]) -> None:
-        """The launched job ended with these records."""
+    def finish(self, records: list[dict], configurations: int = 1) -> None:
+        """The launch ended with these records; with configurations > 1 (a grouped launch)
+        each record is one configuration and gets its own [k/n] line."""
         self._stop_ticker()
         elapsed = self.clock() - self._run_start if self._run_start is not None else 0.0
-        self.done += 1
         self.spent += elapsed
-        self.launched += 1
-        for line in result_lines(records, self.done, self.total, elapsed):
+        if configurations == 1:
+            self.done += 1
+            self.launched += 1
+            lines = result_lines(records, self.done, self.total, elapsed)
+        else:
+            lines = []
+            for record in records:
+                self.done += 1
+                lines += result_lines([record], self.done, self.total, None)
+            lines.append(f"  ({len(records)} configurations in one launch, {_duration(elapsed)})")
+            self.launched += len(records)
+        for line in lines:
             self.stream.write(line + "\n")
         self.stream.flush()
 
-    def finish_elsewhere(self, label: str) -> None:
+    def finish_elsewhere(self, label: str, configurations: int = 1) -> None:
         """A multi-node run finished here; another node writes its record."""
         self._stop_ticker()
-        self.done += 1
-        self.launched += 1
+        self.done += configurations
+        self.launched += configurations
         self.spent += self.clock() - self._run_start if self._run_start is not None else 0.0
         self.stream.write(f"[{self.done}/{self.total}] {label}: done on this node "
                           "(node 0 records the result)\n")

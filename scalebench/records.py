@@ -41,6 +41,10 @@ OPTIONAL_LAUNCH_FIELDS: dict[str, tuple[type, ...]] = {
     "repeat": (int,),
     "repeats": (int,),
     "order_seed": (int, type(None)),
+    "launch": (str,),  # grouped or isolated
+    "group_id": (str,),
+    "group_position": (int,),
+    "group_size": (int,),
 }
 
 
@@ -95,5 +99,9 @@ def launch_fields(job: Job, env: dict) -> dict[str, Any]:
         "threads_per_worker": launch.threads_per_worker, "options": launch.options_dict(),
         "launcher": launch.launcher, "repeat": job.repeat, "repeats": job.repeats,
         "order_seed": job.order_seed,
+        "launch": "isolated" if job.group is None else "grouped",
+        **({} if job.group is None else {"group_id": job.group.group_id,
+                                         "group_position": job.group.position,
+                                         "group_size": job.group.size}),
         "env": env,
     }

@@ -32,7 +32,7 @@ def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcom
     if not progress.total:
         progress.total = len(jobs)
     done = executor.execute(jobs, device, Path(sweep.out), sweep.options, resume=sweep.resume,
-                            progress=progress)
+                            progress=progress, launch_mode=sweep.launch)
     outcome = SweepOutcome(done.out_dir, done.records, done.skipped_existing,
                            interrupted=done.interrupted)
     if done.results_path.is_file():

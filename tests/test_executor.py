@@ -4,6 +4,7 @@ file, idle sessions suspended between frameworks, Ctrl-C, unusable results, skip
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 
@@ -28,6 +29,7 @@ class FakeFramework(Framework):
         self.is_available = available
         self.result: dict | None = None  # None: a good result
         self.interrupt_on: int | None = None  # raise KeyboardInterrupt at this launch
+        self.die_after: int | None = None  # a grouped launch dies after this many members
         self.launches = 0
 
     def available(self):
@@ -46,12 +48,29 @@ class FakeFramework(Framework):
         self.launches += 1
         if self.interrupt_on == self.launches:
             raise KeyboardInterrupt
+        if job.kind == "group":
+            return self.launch_group(job, run_dir)
         self.log.append(f"launch {self.name} x{job.launch.world_size}")
+        return LaunchOutcome("ok", self.result_of(job), launch_unix=10.0)
+
+    def result_of(self, job):
         world, trials = job.launch.world_size, job.task.trials
-        result = self.result if self.result is not None else {
+        return self.result if self.result is not None else {
             "window_seconds": [[0.5] * trials for _ in range(world)], "hostnames": ["h"] * world,
-            "first_timed_step_unix": 11.0}
-        return LaunchOutcome("ok", result, launch_unix=10.0)
+            "first_timed_step_unix": 11.0, "build_start_unix": 10.5}
+
+    def launch_group(self, job, run_dir):
+        members = job.task.jobs()
+        self.log.append(f"launch {self.name} x{job.launch.world_size} group of {len(members)} "
+                        f"timeout {job.launch.timeout:g}")
+        results = [self.result_of(m) for m in members]
+        if self.die_after is None:
+            return LaunchOutcome("ok", {"members": results}, launch_unix=10.0)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for index, result in enumerate(results[:self.die_after]):
+            (run_dir / f"member-{index}.json").write_text(json.dumps(result))
+        self.die_after = None  # the isolated relaunches succeed
+        return LaunchOutcome("failed", None, "rank 1: killed by signal 9", "tail", 10.0)
 
 
 @pytest.fixture
@@ -146,3 +165,61 @@ def test_an_unavailable_framework_gives_skipped_records_and_no_session(tmp_path,
     assert [r["status"] for r in records] == ["ok", "ok", "skipped", "skipped"]
     assert records[2]["error"] == "ray is missing; fix it"
     assert "open ray" not in log and "SKIPPED - ray is missing" in text
+
+
+def test_grouped_launch_measures_configurations_that_share_a_launch(tmp_path, fakes):
+    made, log = fakes
+    sweep, jobs = plan(models="vgg16,resnet101,inception_v3", image_size=75, frameworks="ddp",
+                       timeout=100)
+    outcome, text = run(sweep, jobs, tmp_path, launch_mode="grouped")
+    assert [e for e in log if e.startswith("launch")] == [
+        "launch ddp x1 group of 3 timeout 300", "launch ddp x2 group of 3 timeout 300"]
+    records = read_records(tmp_path / "results.jsonl")
+    assert [(r["model"], r["world_size"], r["launch"], r["group_position"]) for r in records] == [
+        ("vgg16", 1, "grouped", 1), ("resnet101", 1, "grouped", 2),
+        ("inception_v3", 1, "grouped", 3), ("vgg16", 2, "grouped", 1),
+        ("resnet101", 2, "grouped", 2), ("inception_v3", 2, "grouped", 3)]
+    assert len({r["group_id"] for r in records}) == 2 and {r["group_size"] for r in records} == {3}
+    # the first carries the launch's start-up, the others their own build and warm-up
+    assert [r["startup_seconds"] for r in records[:3]] == [1.0, 0.5, 0.5]
+    assert "[6/6] inception_v3 ddp x2 fp32" in text and "3 configurations in one launch" in text
+
+
+def test_a_group_that_dies_keeps_what_it_measured_and_relaunches_the_rest(tmp_path, fakes):
+    made, log = fakes
+    made["ddp"].die_after = 1
+    sweep, jobs = plan(models="vgg16,resnet101,inception_v3", image_size=75, frameworks="ddp",
+                       workers="2")
+    run(sweep, jobs, tmp_path, launch_mode="grouped")
+    records = read_records(tmp_path / "results.jsonl")
+    assert [(r["model"], r["status"], r["launch"]) for r in records] == [
+        ("vgg16", "ok", "grouped"), ("resnet101", "failed", "grouped"),
+        ("inception_v3", "ok", "isolated")]
+    assert "rank 1: killed by signal 9 (grouped launch, configuration 2 of 3)" == \
+        records[1]["error"]
+    assert [e for e in log if e.startswith("launch")] == ["launch ddp x2 group of 3 timeout 2700",
+                                                          "launch ddp x2"]
+
+
+def test_resume_works_across_groups(tmp_path, fakes):
+    made, log = fakes
+    sweep, jobs = plan(models="vgg16,resnet101", image_size=75, frameworks="ddp", workers="2")
+    run(sweep, jobs[:1], tmp_path, launch_mode="grouped")
+    log.clear()
+    outcome, _ = run(sweep, jobs, tmp_path, launch_mode="grouped", resume=True)
+    assert outcome.skipped_existing == 1
+    assert [e for e in log if e.startswith("launch")] == ["launch ddp x2"]
+
+
+def test_repeats_are_never_grouped_together(tmp_path, fakes):
+    made, log = fakes
+    sweep, jobs = plan(models="vgg16,resnet101", image_size=75, frameworks="ddp", workers="2",
+                       repeats=2, seed=1)
+    run(sweep, jobs, tmp_path, launch_mode="grouped")
+    assert [e for e in log if e.startswith("launch")] == [
+        "launch ddp x2 group of 2 timeout 1800", "launch ddp x2 group of 2 timeout 1800"]
+    records = read_records(tmp_path / "results.jsonl")
+    groups = {}
+    for r in records:
+        groups.setdefault(r["group_id"], set()).add(r["repeat"])
+    assert all(len(repeats) == 1 for repeats in groups.values())

@@ -15,6 +15,7 @@ TOP_FLAGS = {  # flag dest -> SweepSpec field
     "device": "device", "scaling": "scaling", "data": "data", "out": "out",
     "loader_workers": "loader_workers", "threads_per_worker": "threads_per_worker",
     "repeats": "repeats", "seed": "seed", "tf32": "tf32", "launcher": "launcher",
+    "launch": "launch",
 }
 
 
@@ -42,6 +43,9 @@ def register(sub) -> None:
     p.add_argument("--seed", help="seed of the framework order within each round (default: "
                    "random, recorded)")
     p.add_argument("--tf32", help="CUDA fp32 math: default (PyTorch's), on or off")
+    p.add_argument("--launch", help="grouped (default: configurations that share a launch - "
+                   "framework, workers, precision, options - run in one launched worker group, "
+                   "each with its own warm-up, windows and record) or isolated (one launch each)")
     p.add_argument("--launcher", help="local (each framework's launcher) or slurm (job steps "
                    "inside an allocation)")
     p.add_argument("--out", help="output folder (default results/<workload name>)")

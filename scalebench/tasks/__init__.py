@@ -14,6 +14,7 @@ from scalebench.tasks.base import Task
 KINDS = {
     "train": "scalebench.tasks.train",
     "allreduce": "scalebench.tasks.allreduce",
+    "group": "scalebench.tasks.group",
 }
 
 

@@ -206,8 +206,12 @@ def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_rea
     trial = stats.trial_throughputs(windows, spec.global_batch * spec.iters)
     summary = stats.summarize(trial)
     first_step = result.get("first_timed_step_unix")
-    startup = (first_step - outcome.launch_unix
-               if first_step is not None and outcome.launch_unix is not None else None)
+    # The first configuration of a launch carries the launch's start-up; a later one in a
+    # grouped launch only its own model build and warm-up.
+    began = outcome.launch_unix
+    if job.group is not None and job.group.position > 1:
+        began = result.get("build_start_unix")
+    startup = first_step - began if first_step is not None and began is not None else None
     record.update(
         images_per_sec=summary.mean,
         images_per_sec_median=summary.median,
