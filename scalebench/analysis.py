@@ -1,4 +1,11 @@
-"""From ok records to the summary table: throughput stats and scaling efficiency.
+"""From records to the summary table: the runs of each configuration, throughput statistics and
+scaling efficiency.
+
+A configuration (identity.config_key) may be launched several times (`--repeats K`): each launch
+is its own record with its `repeat` index (absent on older records: 1). For each repeat the
+newest ok record counts. With two or more ok launches the row's mean, interval, spread and noise
+flag come from the per-process means (one sample per launch); with one, from its trials
+(stats.Samples). The row says which (`samples_basis`) and how many launches succeeded.
 
 Efficiency(N) = throughput(N) / (N x throughput(1)) against
   - the same framework's one-worker run with the same step options (efficiency),
@@ -10,27 +17,101 @@ same per-worker batch; strong scaling: the same global batch), is identity's ans
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from scalebench import frameworks, identity, stats
 
 SUMMARY_COLUMNS = [
     "model", "framework", "step_options", "world_size", "nodes", "batch_size", "global_batch",
-    "image_size", "precision", "device", "scaling", "data", "trials",
+    "image_size", "precision", "precision_label", "tf32", "device", "scaling", "data", "trials",
+    "processes", "processes_planned", "trials_total", "samples_basis",
     "images_per_sec", "ci95_low", "ci95_high", "median", "std", "rel_std", "noisy",
     "per_worker_images_per_sec", "startup_seconds",
     "efficiency", "efficiency_ci95_low", "efficiency_ci95_high",
     "efficiency_vs_best", "best_one_worker_framework", "efficiency_per_node",
+    "wrapped_images_per_sec", "wrapped_ci95_low", "wrapped_ci95_high", "wrapper_overhead",
+    "warnings",
 ]
+TRIALS_FIELD = "trial_images_per_sec"
+WRAPPED_FIELD = "trial_wrapped_images_per_sec"  # DDP one-worker runs: the DDP-wrapped step
+# torch.get_float32_matmul_precision(): "high" and "medium" let fp32 matmuls use TF32 (or less)
+TF32_MATMUL = ("high", "medium")
 
 
-def latest_ok(records: Iterable[dict]) -> list[dict]:
-    """One train record per configuration (identity.config_key): the newest ok one."""
-    chosen: dict[tuple, dict] = {}
+def repeat_of(record: dict) -> int:
+    """Which launch of its configuration a record is (older records: the first)."""
+    return record.get("repeat") or 1
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The train records of one configuration."""
+
+    ok: tuple[dict, ...]  # the newest ok record of each repeat, by repeat index
+    failed: tuple[dict, ...]  # the newest record of each repeat with no ok record
+    last: dict  # the newest record of any status
+    newest_ok: dict | None  # the ok record written last: its settings stand for the runs'
+    planned: int  # launches planned: the largest `repeats` recorded, or the repeats seen
+
+    @property
+    def processes(self) -> int:
+        return len(self.ok)
+
+    def by_repeat(self) -> dict[int, dict]:
+        return {repeat_of(r): r for r in self.ok}
+
+    def samples(self, field: str = TRIALS_FIELD) -> stats.Samples | None:
+        """The field's samples over the ok launches; None unless every ok launch has it."""
+        if not self.ok or not all(r.get(field) for r in self.ok):
+            return None
+        return stats.Samples.of_processes([r[field] for r in self.ok])
+
+    @property
+    def launches_text(self) -> str:
+        """e.g. "2 of 3 launches ok"; "" when every planned launch succeeded."""
+        if self.processes >= self.planned:
+            return ""
+        return f"{self.processes} of {self.planned} launches ok"
+
+
+def group_runs(records: Iterable[dict]) -> dict[tuple, Runs]:
+    """Train records by configuration key (file order decides which record is newer)."""
+    ok: dict[tuple, dict[int, dict]] = {}
+    other: dict[tuple, dict[int, dict]] = {}
+    last: dict[tuple, dict] = {}
+    newest_ok: dict[tuple, dict] = {}
+    planned: dict[tuple, int] = {}
     for r in records:
-        if r.get("kind") == "train" and r.get("status") == "ok":
-            chosen[identity.config_key(r)] = r
-    return list(chosen.values())
+        if r.get("kind") != "train":
+            continue
+        key = identity.config_key(r)
+        last[key] = r
+        planned[key] = max(planned.get(key, 1), r.get("repeats") or 1)
+        if r.get("status") == "ok":
+            newest_ok[key] = r
+        (ok if r.get("status") == "ok" else other).setdefault(key, {})[repeat_of(r)] = r
+    out = {}
+    for key in last:
+        good = ok.get(key, {})
+        bad = {k: r for k, r in other.get(key, {}).items() if k not in good}
+        out[key] = Runs(tuple(good[k] for k in sorted(good)), tuple(bad[k] for k in sorted(bad)),
+                        last[key], newest_ok.get(key), max(planned[key], len(good) + len(bad)))
+    return out
+
+
+def efficiency_samples(runs_n: Runs, runs_1: Runs, workers: int) -> stats.Samples | None:
+    """Efficiency samples that carry the one-worker baseline's uncertainty: launch r of the
+    N-worker run paired with launch r of its baseline (the same round of an interleaved sweep;
+    without common repeat indices, in repeat order), and within a pair trial i with trial i."""
+    n, one = runs_n.by_repeat(), runs_1.by_repeat()
+    common = sorted(set(n) & set(one))
+    pairs = [(n[k], one[k]) for k in common] if common else \
+        list(zip(runs_n.ok, runs_1.ok, strict=False))
+    if not pairs:
+        return None
+    return stats.paired_efficiency([(a[TRIALS_FIELD], b[TRIALS_FIELD]) for a, b in pairs], workers)
 
 
 def latest_allreduce_points(records: Iterable[dict]) -> list[dict]:
@@ -44,66 +125,131 @@ def latest_allreduce_points(records: Iterable[dict]) -> list[dict]:
                                                   r["nodes"], r["world_size"], r["size_bytes"]))
 
 
-def _row(r: dict, s: stats.Summary) -> dict:
-    return {
+# ---------------------------------------------------------------- labels and notes of a run
+
+def uses_tf32(record: dict) -> bool | None:
+    """Whether fp32 math ran in TF32 (as measured in the worker, else as set); None when not
+    known, and on CPUs, which have no TF32."""
+    if record.get("device") != "cuda":
+        return None
+    math = record.get("math") or {}
+    if math.get("cudnn_allow_tf32") is not None or math.get("matmul_precision") is not None:
+        return bool(math.get("cudnn_allow_tf32")) or math.get("matmul_precision") in TF32_MATMUL
+    setting = identity.tf32_setting(record)
+    return None if setting is None else setting == "on"
+
+
+def precision_label(records: Sequence[dict]) -> str:
+    """The precision in words: "fp32 (TF32)" when CUDA fp32 math used TF32; said per launch
+    when launches disagree."""
+    labels = [r["precision"] + (" (TF32)" if r["precision"] == "fp32" and uses_tf32(r) else "")
+              for r in records]
+    return " / ".join(dict.fromkeys(labels))
+
+
+def run_warnings(runs: Runs) -> list[str]:
+    """Warnings of the ok launches (e.g. skipped fp16 steps, a diverged loss) and launches that
+    failed, each naming its launch when there are several."""
+    several = runs.planned > 1
+    out = []
+    for r in runs.ok:
+        prefix = f"launch {repeat_of(r)}: " if several else ""
+        out += [prefix + str(w) for w in r.get("warnings") or ()]
+    for r in runs.failed:
+        out.append(f"launch {repeat_of(r)} {r.get('status')}: "
+                   f"{r.get('error') or 'no reason recorded'}")
+    return out
+
+
+# ---------------------------------------------------------------- the summary table
+
+def _row(runs: Runs, samples: stats.Samples) -> dict:
+    r = runs.newest_ok
+    s = samples.summary()
+    startups = [x["startup_seconds"] for x in runs.ok if x.get("startup_seconds") is not None]
+    row = {
         **{f: r[f] for f in ("model", "framework", "world_size", "nodes", "batch_size",
                              "global_batch", "image_size", "precision", "device", "scaling",
                              "data", "trials")},
+        "tf32": identity.tf32_setting(r) or "default",
+        "precision_label": precision_label(runs.ok),
         "device_kind": identity.device_kind(r),
         "options": frameworks.step_options(r["framework"], r.get("options")),
         "step_label": identity.step_label(r),
         "step_options": identity.step_label(r),
+        "processes": runs.processes, "processes_planned": runs.planned,
+        "launches_text": runs.launches_text,
+        "trials_total": len(samples.trials), "samples_basis": samples.basis,
+        "samples_text": samples.describe(), "samples": samples,
         "images_per_sec": s.mean, "ci95_low": s.ci_low, "ci95_high": s.ci_high,
         "median": s.median, "std": s.std, "rel_std": s.rel_std, "noisy": s.noisy,
         "per_worker_images_per_sec": s.mean / r["world_size"],
-        "startup_seconds": r.get("startup_seconds"),
+        "startup_seconds": statistics.fmean(startups) if startups else None,
         "efficiency": None, "efficiency_ci95_low": None, "efficiency_ci95_high": None,
         "efficiency_vs_best": None, "best_one_worker_framework": None,
         "efficiency_per_node": None,
+        "wrapped_images_per_sec": None, "wrapped_ci95_low": None, "wrapped_ci95_high": None,
+        "wrapper_overhead": None,
+        "warnings": run_warnings(runs),
     }
+    wrapped = runs.samples(WRAPPED_FIELD)
+    if wrapped is not None:
+        w = wrapped.summary()
+        row.update(wrapped_images_per_sec=w.mean, wrapped_ci95_low=w.ci_low,
+                   wrapped_ci95_high=w.ci_high, wrapper_overhead=1 - w.mean / s.mean)
+    return row
 
 
 def summary_rows(records: Sequence[dict]) -> list[dict]:
-    """One row per configuration: throughput summary, efficiencies and the step options
-    (`options`: as recorded; `step_label` and the `step_options` column: those that differ
-    from the framework's defaults, in words, "" when none)."""
-    runs = latest_ok(records)
-    summaries = {id(r): stats.summarize(r["trial_images_per_sec"]) for r in runs}
-    by_key = {identity.config_key(r): r for r in runs}
-    best_one: dict[tuple, dict] = {}
-    for r in runs:
-        if r["world_size"] == 1 and r["nodes"] == 1:
-            key = identity.best_baseline_key(r)
-            best = best_one.get(key)
-            if not best or summaries[id(r)].mean > summaries[id(best)].mean:
-                best_one[key] = r
+    """One row per configuration with an ok launch: throughput summary, efficiencies, the step
+    options (`options`: as recorded; `step_label` and the `step_options` column: those that
+    differ from the framework's defaults, in words, "" when none), the launches and samples
+    behind the numbers (`processes`, `processes_planned`, `trials_total`, `samples_basis`,
+    `samples`), `precision_label`, `warnings`, and for DDP's one-worker runs the DDP-wrapped
+    step's throughput and `wrapper_overhead` (1 - wrapped / unwrapped)."""
+    runs = {key: r for key, r in group_runs(records).items() if r.ok}
+    samples = {key: r.samples() for key, r in runs.items()}
+    summaries = {key: s.summary() for key, s in samples.items()}
+    best_one: dict[tuple, tuple] = {}
+    for key, r in runs.items():
+        k = identity.key_dict(key)
+        if k["world_size"] == 1 and k["nodes"] == 1:
+            best_key = identity.best_baseline_key(r.newest_ok)
+            best = best_one.get(best_key)
+            if not best or summaries[key].mean > summaries[best].mean:
+                best_one[best_key] = key
     rows = []
-    for r in runs:
-        s = summaries[id(r)]
-        row = _row(r, s)
-        base = by_key.get(identity.baseline_key(r))
-        if base is r:  # a run against itself is exactly 1, with no uncertainty
+    for key, r in runs.items():
+        record, s = r.newest_ok, summaries[key]
+        row = _row(r, samples[key])
+        base = identity.baseline_key(record)
+        if base == key:  # a run against itself is exactly 1, with no uncertainty
             row.update(efficiency=1.0)
-        elif base is not None:
-            e = stats.efficiency(s, r["world_size"], summaries[id(base)])
+        elif base in runs:
+            e = stats.efficiency(s, record["world_size"], summaries[base])
             row.update(efficiency=e.value, efficiency_ci95_low=e.ci_low,
                        efficiency_ci95_high=e.ci_high)
-        best = best_one.get(identity.best_baseline_key(r))
+        best = best_one.get(identity.best_baseline_key(record))
         if best:
-            row["efficiency_vs_best"] = s.mean / (r["world_size"] * summaries[id(best)].mean)
-            row["best_one_worker_framework"] = best["framework"]
-        if r["nodes"] > 1:
-            per_node = r["world_size"] // r["nodes"]
-            node_base = by_key.get(identity.baseline_key(r, per_node))
-            if node_base is not None:
-                row["efficiency_per_node"] = s.mean / (r["nodes"] * summaries[id(node_base)].mean)
+            row["efficiency_vs_best"] = s.mean / (record["world_size"] * summaries[best].mean)
+            row["best_one_worker_framework"] = identity.key_dict(best)["framework"]
+        if record["nodes"] > 1:
+            node_base = identity.baseline_key(record, record["world_size"] // record["nodes"])
+            if node_base in runs:
+                row["efficiency_per_node"] = s.mean / (record["nodes"] * summaries[node_base].mean)
         rows.append(row)
     rows.sort(key=lambda x: (x["model"], x["precision"], x["framework"], x["step_label"],
-                             x["world_size"], x["nodes"]))
+                             x["tf32"], x["world_size"], x["nodes"]))
     return rows
+
+
+def csv_rows(rows: Sequence[dict]) -> list[dict]:
+    """Summary rows as summary.csv writes them: SUMMARY_COLUMNS, warnings joined by "; "."""
+    return [{c: "; ".join(row[c]) if c == "warnings" else row.get(c) for c in SUMMARY_COLUMNS}
+            for row in rows]
 
 
 def summary_frame(records: Sequence[dict]):
     import pandas as pd
 
-    return pd.DataFrame(summary_rows(records), columns=SUMMARY_COLUMNS)
+    return pd.DataFrame(csv_rows(summary_rows(records)), columns=SUMMARY_COLUMNS)

@@ -2,13 +2,16 @@
 
 Pure functions return verdicts (`compare`); separate functions render them as text or markdown
 (`render_text`, `render_markdown`). A regression needs both: worse by more than the threshold
-and a significant difference on the raw per-trial samples (stats.difference: Mann-Whitney U
-where the sample sizes let it reach alpha, otherwise non-overlapping 95% intervals).
+and a significant difference (stats.difference_of: Mann-Whitney U where the sample sizes let it
+reach alpha, otherwise non-overlapping (1 - alpha) intervals). The test runs on per-process
+means when both sides have two or more ok launches of the configuration, else on trials; the
+verdict says which, and how many processes and trials stand behind it.
 
-Runs match by identity.config_key. Efficiency samples of a run are its trial throughputs divided
-by N x the mean throughput of the same side's efficiency baseline (identity.baseline_key: the
-one-worker run of the same framework and options with the same per-worker batch under weak
-scaling, the same global batch under strong scaling).
+Runs match by identity.config_key. Efficiency samples pair each launch of an N-worker run with
+the same launch of the same side's efficiency baseline, and trial i with trial i
+(analysis.efficiency_samples), so they carry the baseline's uncertainty. The baseline is
+identity.baseline_key: the one-worker run of the same framework and options with the same
+per-worker batch under weak scaling, the same global batch under strong scaling.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from scalebench import identity, stats
+from scalebench import analysis, identity, stats
 from scalebench.envinfo import HARDWARE_FIELDS
 from scalebench.errors import UserError
 
@@ -26,46 +29,33 @@ from scalebench.errors import UserError
 SETTING_FIELDS = ("warmup", "iters", "threads_per_worker", "aux_logits", "options")
 METRICS = ("throughput", "efficiency")
 VERDICTS = ("regression", "improvement", "unchanged", "new", "missing")
+Runs = dict[tuple, analysis.Runs]
 
 
-@dataclass(frozen=True)
-class Side:
-    """One side's view of a configuration: its newest ok run and the newest record of any status."""
-
-    ok: dict | None
-    last: dict
+def index_runs(records: Iterable[dict]) -> Runs:
+    """Train records by configuration key (analysis.group_runs)."""
+    return analysis.group_runs(records)
 
 
-def index_runs(records: Iterable[dict]) -> dict[tuple, Side]:
-    """Train records by configuration key; later records (file order) replace earlier ones."""
-    ok: dict[tuple, dict] = {}
-    last: dict[tuple, dict] = {}
-    for r in records:
-        if r.get("kind") != "train":
-            continue
-        key = identity.config_key(r)
-        last[key] = r
-        if r.get("status") == "ok":
-            ok[key] = r
-    return {key: Side(ok.get(key), last[key]) for key in last}
-
-
-def metric_samples(metric: str, key: tuple, runs: dict[tuple, Side]) -> tuple[list[float] | None, str]:
-    """(per-trial samples, reason when there are none) for one configuration on one side."""
+def metric_samples(metric: str, key: tuple, runs: Runs) -> tuple[stats.Samples | None, str]:
+    """(samples, reason when there are none) for one configuration on one side."""
     side = runs.get(key)
     if side is None:
         return None, "not in this results set"
-    if side.ok is None:
+    if not side.ok:
         r = side.last
         return None, f"run {r['status']}: {r.get('error') or 'no reason recorded'}"
-    trials = side.ok["trial_images_per_sec"]
     if metric == "throughput":
-        return list(trials), ""
-    one = runs.get(identity.baseline_key(side.ok))
-    if one is None or one.ok is None:
+        return side.samples(), ""
+    one = runs.get(identity.baseline_key(side.newest_ok))
+    if one is None or not one.ok:
         return None, "no ok one-worker run to take efficiency against"
-    mean_1 = stats.summarize(one.ok["trial_images_per_sec"]).mean
-    return stats.efficiency_samples(trials, side.ok["world_size"], mean_1), ""
+    return analysis.efficiency_samples(side, one, identity.key_dict(key)["world_size"]), ""
+
+
+def as_samples(values: Sequence[float] | stats.Samples) -> stats.Samples:
+    """Bare values are the trials of one process."""
+    return values if isinstance(values, stats.Samples) else stats.Samples.of_trials(values)
 
 
 @dataclass(frozen=True)
@@ -76,12 +66,14 @@ class Judgement:
     reason: str
 
 
-def judge(baseline: Sequence[float], current: Sequence[float], threshold: float, alpha: float
-          ) -> Judgement:
-    """The rule, for higher-is-better samples: a change beyond the threshold that is significant."""
-    b, c = stats.summarize(baseline), stats.summarize(current)
+def judge(baseline: Sequence[float] | stats.Samples, current: Sequence[float] | stats.Samples,
+          threshold: float, alpha: float) -> Judgement:
+    """The rule, for higher-is-better samples: a change beyond the threshold that is significant.
+    The change is between the means on the samples the test used (stats.common_basis)."""
+    base, cur = as_samples(baseline), as_samples(current)
+    diff = stats.difference_of(base, cur, alpha)
+    b, c = base.summary(diff.basis), cur.summary(diff.basis)
     change = 100.0 * (c.mean - b.mean) / b.mean
-    diff = stats.difference(baseline, current, alpha)
     beyond = abs(change) > threshold
     if beyond and diff.significant:
         verdict = "regression" if change < 0 else "improvement"
@@ -101,29 +93,52 @@ class Verdict:
     baseline: stats.Summary | None
     current: stats.Summary | None
     change_pct: float | None
-    test: str  # stats.MANN_WHITNEY | stats.INTERVALS | stats.NO_TEST, "" for new/missing
+    test: str  # stats.MANN_WHITNEY | stats.intervals_test(alpha) | stats.NO_TEST, "" new/missing
     p_value: float | None
     reason: str
     notes: tuple[str, ...] = ()
+    basis: str = ""  # stats.PROCESSES | stats.TRIALS: the samples the test ran on
 
     @property
     def config(self) -> str:
         return identity.describe(self.key)
 
 
-def _setting_notes(key: tuple, base: dict[tuple, Side], cur: dict[tuple, Side]) -> tuple[str, ...]:
-    b, c = base[key].ok, cur[key].ok
+def _setting_notes(key: tuple, base: Runs, cur: Runs) -> tuple[str, ...]:
+    b, c = base[key].newest_ok, cur[key].newest_ok
     notes = []
     for f in SETTING_FIELDS:
         if b.get(f) != c.get(f):
             notes.append(f"{f} differs: {b.get(f)!r} -> {c.get(f)!r}")
     if b.get("trials") != c.get("trials"):
         notes.append(f"trials {b.get('trials')} -> {c.get('trials')}")
+    if base[key].processes != cur[key].processes:
+        notes.append(f"processes {base[key].processes} -> {cur[key].processes}")
+    for label, side in (("baseline", base[key]), ("current", cur[key])):
+        if side.launches_text:
+            notes.append(f"{label}: {side.launches_text}")
     return tuple(notes)
 
 
-def compare_metric(metric: str, base: dict[tuple, Side], cur: dict[tuple, Side], threshold: float,
-                   alpha: float) -> list[Verdict]:
+def baseline_moved(key: tuple, base: Runs, cur: Runs, threshold: float, alpha: float
+                   ) -> str | None:
+    """When an efficiency change comes from the one-worker baseline while the N-worker
+    throughput held: that, in words; else None."""
+    one = identity.baseline_key(cur[key].newest_ok)
+    if one not in base or one not in cur or not base[one].ok or not cur[one].ok:
+        return None
+    n = judge(base[key].samples(), cur[key].samples(), threshold, alpha)
+    b = judge(base[one].samples(), cur[one].samples(), threshold, alpha)
+    if n.verdict != "unchanged" or b.verdict == "unchanged":
+        return None
+    workers = identity.key_dict(key)["world_size"]
+    return (f"the one-worker baseline's throughput moved ({b.change_pct:+.1f}%, significant) "
+            f"while the {workers}-worker throughput did not ({n.change_pct:+.1f}%): the "
+            "efficiency changed because its baseline did")
+
+
+def compare_metric(metric: str, base: Runs, cur: Runs, threshold: float, alpha: float
+                   ) -> list[Verdict]:
     verdicts = []
     for key in sorted(set(base) | set(cur), key=lambda k: tuple(str(v) for v in k)):
         if metric == "efficiency" and identity.key_dict(key)["world_size"] == 1:
@@ -133,18 +148,22 @@ def compare_metric(metric: str, base: dict[tuple, Side], cur: dict[tuple, Side],
         if b is None and c is None:
             continue  # neither side has anything to say about this row
         if b is None:
-            verdicts.append(Verdict(metric, key, "new", None, stats.summarize(c), None, "", None,
-                                    f"baseline: {b_why}"))
+            verdicts.append(Verdict(metric, key, "new", None, c.summary(), None, "", None,
+                                    f"baseline: {b_why}; current {c.describe()}"))
             continue
         if c is None:
-            verdicts.append(Verdict(metric, key, "missing", stats.summarize(b), None, None, "",
-                                    None, f"current: {c_why}"))
+            verdicts.append(Verdict(metric, key, "missing", b.summary(), None, None, "",
+                                    None, f"current: {c_why}; baseline {b.describe()}"))
             continue
         j = judge(b, c, threshold, alpha)
-        verdicts.append(Verdict(metric, key, j.verdict, stats.summarize(b), stats.summarize(c),
-                                j.change_pct, j.difference.test, j.difference.p_value,
-                                f"{j.reason}; {j.difference.reason}",
-                                _setting_notes(key, base, cur)))
+        notes = _setting_notes(key, base, cur)
+        if metric == "efficiency" and j.verdict in ("regression", "improvement"):
+            moved = baseline_moved(key, base, cur, threshold, alpha)
+            notes = (moved,) + notes if moved else notes
+        d = j.difference
+        verdicts.append(Verdict(metric, key, j.verdict, b.summary(d.basis), c.summary(d.basis),
+                                j.change_pct, d.test, d.p_value,
+                                f"{j.reason}; {d.reason}; {d.samples}", notes, d.basis))
     return verdicts
 
 
@@ -306,7 +325,9 @@ def render_markdown(c: Comparison) -> str:
              f"**{_md(summary_line(c))}**", "",
              f"Baseline `{_md(c.baseline_label)}`, current `{_md(c.current_label)}`. A regression "
              f"is worse by more than {c.threshold:g}% *and* significant (Mann-Whitney U at alpha "
-             f"{c.alpha:g} where the trial counts allow it, else non-overlapping 95% intervals).",
+             f"{c.alpha:g} where the sample counts allow it, else non-overlapping "
+             f"{stats.intervals_test(c.alpha)}), on per-process means where both sides have two "
+             "or more launches of a configuration, else on trials.",
              ""]
     if c.env_warnings:
         lines += ["> **Warning: the environments differ**; changes may come from the environment:",

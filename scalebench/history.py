@@ -1,9 +1,14 @@
 """Results over time: a JSONL store with one row per run, and trend figures per configuration.
 
 Each row carries its own format version (`history_version`), the git commit the run measured,
-the run's environment, its per-trial throughputs and (when the same results set holds the
-one-worker run) its per-trial efficiencies. `plot` draws one PNG per metric and marks each point
-that compare would call a regression against the previous point of the same configuration.
+the run's environment, its launch (`repeat` of `repeats`, `order_seed`), its per-trial
+throughputs and (when the same results set holds the one-worker run) its efficiency against the
+same launch of that run: `efficiency` (ratio of the means), `efficiency_samples` (trial i against
+trial i, so they carry the baseline's variation) and `trial_efficiency` (each trial against the
+one-worker launch's mean, kept as rows always had it). The launches of one sweep (same commit,
+order seed and repeat count) are one point of a trend, judged on per-process values as compare
+judges them. `plot` draws one PNG per metric and marks each point that compare would call a
+regression against the previous point of the same configuration.
 """
 
 from __future__ import annotations
@@ -17,24 +22,44 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from scalebench import compare, frameworks, identity, stats
+from scalebench import analysis, compare, frameworks, identity, stats
 from scalebench.errors import UserError
 
-# Rows that add `step_options`, `options` and `global_batch` are still version 1: older rows
-# without them read as runs with the framework's default options.
+# Rows that add `step_options`, `options`, `global_batch`, `tf32`, the launch fields and
+# `efficiency_samples` are still version 1: older rows without them read as single launches
+# with the framework's default options.
 HISTORY_VERSION = 1
 METRICS = compare.METRICS
 
 
 def _row_id(record: dict) -> str:
     key = identity.key_dict(identity.config_key(record))
+    # fields at their defaults leave the id rows had before they joined the key
     if key["step_options"] == "{}":
-        del key["step_options"]  # default options: the id rows had before options were in the key
+        del key["step_options"]
+    if key["tf32"] is None:
+        del key["tf32"]
     basis = json.dumps([list(key.values()), record.get("timestamp"),
                         (record.get("env") or {}).get("hostname"), record.get("run_id"),
                         record.get("status"), record.get("trial_images_per_sec")],
                        sort_keys=True, default=str)
     return hashlib.sha256(basis.encode()).hexdigest()[:16]
+
+
+def _efficiency(record: dict, runs: compare.Runs) -> dict:
+    """A counted launch's efficiency fields against the same launch of its one-worker run
+    (the newest one-worker launch when that one has no ok record); {} when there is none."""
+    key = identity.config_key(record)
+    same, one = runs.get(key), runs.get(identity.baseline_key(record))
+    if record["world_size"] == 1 or same is None or not any(r is record for r in same.ok) \
+            or one is None or not one.ok:
+        return {}
+    base = one.by_repeat().get(analysis.repeat_of(record), one.newest_ok)
+    trials, base_trials = record["trial_images_per_sec"], base["trial_images_per_sec"]
+    paired = stats.paired_efficiency([(trials, base_trials)], record["world_size"])
+    base_mean = stats.summarize(base_trials).mean
+    return {"efficiency": paired.process_values[0], "efficiency_samples": list(paired.trials),
+            "trial_efficiency": stats.efficiency_samples(trials, record["world_size"], base_mean)}
 
 
 def rows_from_records(records: list[dict], commit: str | None = None, source: str = "") -> list[dict]:
@@ -58,21 +83,18 @@ def rows_from_records(records: list[dict], commit: str | None = None, source: st
             **identity.key_dict(key),
             "global_batch": r.get("global_batch"),
             "options": frameworks.step_options(r.get("framework"), r.get("options")),
+            "repeat": analysis.repeat_of(r), "repeats": r.get("repeats") or 1,
+            "order_seed": r.get("order_seed"),
             "status": r.get("status"),
             "error": r.get("error"),
             "trial_images_per_sec": None, "images_per_sec": None,
-            "trial_efficiency": None, "efficiency": None,
+            "trial_efficiency": None, "efficiency_samples": None, "efficiency": None,
             "env": env,
         }
         if r.get("status") == "ok":
             row["trial_images_per_sec"] = list(r["trial_images_per_sec"])
             row["images_per_sec"] = stats.summarize(r["trial_images_per_sec"]).mean
-            same = runs.get(key)
-            if r["world_size"] > 1 and same is not None and same.ok is r:
-                samples, _ = compare.metric_samples("efficiency", key, runs)
-                if samples is not None:
-                    row["trial_efficiency"] = samples
-                    row["efficiency"] = stats.summarize(samples).mean
+            row.update(_efficiency(r, runs))
         rows.append(row)
     return rows
 
@@ -128,9 +150,12 @@ def add(store: Path, records: list[dict], commit: str | None = None, source: str
 class Point:
     when: datetime
     commit: str | None
-    summary: stats.Summary
-    samples: tuple[float, ...]
+    samples: stats.Samples  # the launches of one sweep (one process for a single launch)
     judgement: compare.Judgement | None  # against the previous point of the same line
+
+    @property
+    def summary(self) -> stats.Summary:
+        return self.samples.summary()
 
 
 def _when(row: dict) -> datetime:
@@ -158,27 +183,49 @@ def line_key(row: dict) -> tuple:
         ((label,) if label else ())
 
 
+def sweep_key(row: dict) -> tuple:
+    """Rows that are launches of one sweep (same commit, order seed and repeat count, K >= 2)
+    share this key; any other row is a sweep of its own."""
+    if (row.get("repeats") or 1) >= 2 and row.get("order_seed") is not None:
+        return ("sweep", row.get("commit"), row.get("order_seed"), row.get("repeats"))
+    return ("row", id(row))
+
+
+def _samples(rows: list[dict], metric: str) -> stats.Samples:
+    """One point's samples: each row is one launch (process)."""
+    if metric == "throughput":
+        return stats.Samples.of_processes([row["trial_images_per_sec"] for row in rows])
+    per_row = [row.get("efficiency_samples") or row["trial_efficiency"] for row in rows]
+    values = [row["efficiency"] if row.get("efficiency") is not None
+              else stats.summarize(samples).mean for row, samples in zip(rows, per_row,
+                                                                         strict=True)]
+    return stats.Samples(tuple(float(v) for s in per_row for v in s), tuple(values),
+                         tuple(len(s) for s in per_row))
+
+
 def trends(rows: Iterable[dict], metric: str, threshold: float = 5.0, alpha: float = 0.05
            ) -> dict[tuple, dict[tuple, list[Point]]]:
     """panel key -> line key -> points in time order, each judged against the one before."""
-    field = "trial_images_per_sec" if metric == "throughput" else "trial_efficiency"
-    series: dict[tuple, dict[tuple, list[tuple[datetime, dict]]]] = {}
+    fields = ("trial_images_per_sec",) if metric == "throughput" else \
+        ("efficiency_samples", "trial_efficiency")
+    series: dict[tuple, dict[tuple, dict[tuple, list[dict]]]] = {}
     for row in rows:
-        if row.get("status") != "ok" or not row.get(field):
+        if row.get("status") != "ok" or not any(row.get(f) for f in fields):
             continue
-        panel, line = panel_key(row), line_key(row)
-        series.setdefault(panel, {}).setdefault(line, []).append((_when(row), row))
+        sweeps = series.setdefault(panel_key(row), {}).setdefault(line_key(row), {})
+        sweeps.setdefault(sweep_key(row), []).append(row)
     out: dict[tuple, dict[tuple, list[Point]]] = {}
     for panel, lines in series.items():
-        for line, items in lines.items():
-            items.sort(key=lambda x: x[0])  # stable: store order for equal times
+        for line, sweeps in lines.items():
+            # stable: store order for equal times
+            items = sorted(((min(_when(r) for r in members), members)
+                            for members in sweeps.values()), key=lambda x: x[0])
             points: list[Point] = []
-            for when, row in items:
-                samples = tuple(float(v) for v in row[field])
+            for when, members in items:
+                samples = _samples(members, metric)
                 judged = (compare.judge(points[-1].samples, samples, threshold, alpha)
                           if points else None)
-                points.append(Point(when, row.get("commit"), stats.summarize(samples), samples,
-                                    judged))
+                points.append(Point(when, members[0].get("commit"), samples, judged))
             out.setdefault(panel, {})[line] = points
     return out
 
@@ -193,7 +240,8 @@ def panel_title(panel: tuple) -> str:
     batch = f"b{p['scaling_batch']}" + (" global" if p["scaling"] == "strong" else "")
     return (f"{p['model']} {p['precision']} {batch} {p['image_size']}px "
             f"{p['device_kind']} {p['scaling']}"
-            + ("" if p["data"] in (None, "synthetic") else f" {p['data']}"))
+            + ("" if p["data"] in (None, "synthetic") else f" {p['data']}")
+            + (f" tf32 {p['tf32']}" if p["tf32"] else ""))
 
 
 def line_label(line: tuple) -> str:

@@ -2,9 +2,12 @@
 planned run is already done (--resume). Every other module asks here.
 
 A train configuration is: framework, model, workers, nodes, per-worker batch, image size,
-precision, device kind, scaling, data, and the framework options that change the timed step
+precision, device kind, scaling, data, the framework options that change the timed step
 (frameworks.step_options: Horovod fp16 compression, fusion threshold, cycle time, timeline; DDP
-bucket size; Ray placement). Two records that differ only in a step option are two rows.
+bucket size; Ray placement), and the TF32 setting when one was given (`tf32` "on" or "off";
+absent or "default" is PyTorch's default and adds nothing, so keys of older records stay as they
+were). Two records that differ only in a step option or in the TF32 setting are two rows.
+Repeats (separate launches of one configuration) share a key.
 
 Efficiency baselines: weak scaling keeps the per-worker batch, so the baseline of an N-worker run
 is the one-worker run with the same per-worker batch; strong scaling keeps the global batch, so
@@ -21,11 +24,11 @@ from scalebench import frameworks
 
 # The fields of a train configuration key, in order; "step_options" is a canonical JSON text.
 CONFIG_FIELDS = ("framework", "model", "world_size", "nodes", "batch_size", "image_size",
-                 "precision", "device_kind", "scaling", "data", "step_options")
+                 "precision", "device_kind", "scaling", "data", "step_options", "tf32")
 # A scaling series: the configuration without what varies along it (framework, workers, nodes)
 # and with the batch that scaling holds fixed.
 SERIES_FIELDS = ("model", "scaling_batch", "image_size", "precision", "device_kind", "scaling",
-                 "data")
+                 "data", "tf32")
 # Planned-run identity for --resume: the resolved device, every option as given.
 RESUME_FIELDS = ("kind", "framework", "model", "world_size", "nodes", "batch_size", "image_size",
                  "precision", "device", "scaling", "data")
@@ -36,6 +39,13 @@ def device_kind(record: Mapping[str, Any]) -> str | None:
     or history row carries it as its own field)."""
     return ((record.get("env") or {}).get("device_kind") or record.get("device_kind")
             or record.get("device"))
+
+
+def tf32_setting(record: Mapping[str, Any]) -> str | None:
+    """The TF32 setting a run was given ("on", "off"); None for PyTorch's default or a record
+    written before the setting existed."""
+    value = record.get("tf32")
+    return None if value in (None, "default") else str(value)
 
 
 def step_options(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,6 +86,7 @@ def config_key(record: Mapping[str, Any]) -> tuple:
     values = dict(record)
     values["device_kind"] = device_kind(record)
     values["step_options"] = step_options_text(record)
+    values["tf32"] = tf32_setting(record)
     return tuple(values.get(f) for f in CONFIG_FIELDS)
 
 
@@ -112,6 +123,7 @@ def series_key(record: Mapping[str, Any]) -> tuple:
     values = dict(record)
     values["device_kind"] = device_kind(record)
     values["scaling_batch"] = scaling_batch(record)
+    values["tf32"] = tf32_setting(record)
     return tuple(values.get(f) for f in SERIES_FIELDS)
 
 
@@ -128,15 +140,19 @@ def describe(key: Sequence) -> str:
     return (f"{k['model']} {k['framework']} x{k['world_size']}{nodes} {k['precision']} "
             f"b{k['batch_size']} {k['image_size']}px {k['device_kind']} {k['scaling']}"
             + ("" if k["data"] == "synthetic" else f" {k['data']}")
+            + (f" tf32 {k['tf32']}" if k["tf32"] else "")
             + (f" [{extra}]" if extra else ""))
 
 
 def resume_key(record: Mapping[str, Any]) -> tuple:
     """A planned run and the record it left share this key (kind, resolved device, every
-    option as given, and the repeat index where there is one)."""
+    option as given, the repeat index where there is one, and a TF32 setting other than the
+    default)."""
     options = json.dumps(record.get("options") or {}, sort_keys=True, default=str)
+    tf32 = tf32_setting(record)
     return tuple(record.get(f) for f in RESUME_FIELDS) + (
-        record.get("size_bytes"), record.get("dtype"), record.get("repeat") or 1, options)
+        record.get("size_bytes"), record.get("dtype"), record.get("repeat") or 1, options) + \
+        ((tf32,) if tf32 else ())
 
 
 def allreduce_point_key(record: Mapping[str, Any]) -> tuple:

@@ -263,21 +263,28 @@ def predict(model: str, workers: int, bandwidth: float, images_per_sec_one: floa
 # ---------------------------------------------------------------- links from the microbenchmark
 
 def fit_link(points: Sequence[tuple[int, float]], workers: int, source: str = "measured") -> Link:
-    """Least-squares fit of seconds = latency + 2(N-1)/N x bytes / bandwidth over message sizes.
+    """Weighted least-squares fit of seconds = latency + 2(N-1)/N x bytes / bandwidth over
+    message sizes, each point weighted by 1/seconds^2 (its relative error counts).
 
-    The intercept is one call's latency, split over the 2(N-1) ring steps. With one size (or a
-    fit that makes no sense) the bus bandwidth of the largest size is used with zero latency,
-    which folds the latency into a lower bandwidth.
+    Unweighted, the largest messages' noise (a few percent of a long call) swamps the
+    intercept; weighted, the small sizes, whose time is mostly latency, set it. The intercept is
+    one call's latency, split over the 2(N-1) ring steps. With one size (or a fit that makes no
+    sense) the bus bandwidth of the largest size is used with zero latency, which folds the
+    latency into a lower bandwidth.
     """
     if workers < 2 or not points:
         raise ValueError("a link needs points measured with at least 2 workers")
     factor = ring_factor(workers)
     sizes = [float(s) for s, _ in points]
     times = [float(t) for _, t in points]
-    if len(set(sizes)) >= 2:
-        mean_s, mean_t = sum(sizes) / len(sizes), sum(times) / len(times)
-        sxx = sum((s - mean_s) ** 2 for s in sizes)
-        slope = sum((s - mean_s) * (t - mean_t) for s, t in zip(sizes, times, strict=True)) / sxx
+    if len(set(sizes)) >= 2 and all(t > 0 for t in times):
+        weights = [1 / t**2 for t in times]
+        total = sum(weights)
+        mean_s = sum(w * s for w, s in zip(weights, sizes, strict=True)) / total
+        mean_t = sum(w * t for w, t in zip(weights, times, strict=True)) / total
+        sxx = sum(w * (s - mean_s) ** 2 for w, s in zip(weights, sizes, strict=True))
+        slope = sum(w * (s - mean_s) * (t - mean_t)
+                    for w, s, t in zip(weights, sizes, times, strict=True)) / sxx
         intercept = mean_t - slope * mean_s
         if slope > 0:
             return Link(factor / slope, max(intercept, 0.0) / (2 * (workers - 1)),
@@ -301,7 +308,9 @@ def links_from_allreduce(records: Sequence[dict]) -> dict[LinkKey, Link]:
 
 def link_chooser(links: Mapping[LinkKey, Link]) -> Callable[[dict], Link | None]:
     """A row's link: measured at its own worker count and nodes, else the same framework and
-    device at the nearest worker count (said in the link's source), else None."""
+    device on the same number of nodes at the nearest worker count, else on another number of
+    nodes (a link inside one node is not the network between nodes), said in the link's source;
+    else None."""
     def choose(row: dict) -> Link | None:
         key = (row["framework"], row["device"], row["world_size"], row["nodes"])
         if key in links:
@@ -309,10 +318,12 @@ def link_chooser(links: Mapping[LinkKey, Link]) -> Callable[[dict], Link | None]
         near = [k for k in links if k[:2] == key[:2]]
         if not near:
             return None
-        best = min(near, key=lambda k: (abs(math.log(k[2] / key[2])), k[3] != key[3], -k[2]))
+        best = min(near, key=lambda k: (k[3] != key[3], abs(math.log(k[2] / key[2])), -k[2]))
         link = links[best]
+        nodes = "" if best[3] == key[3] else \
+            f"; measured on {best[3]} node{'s' if best[3] != 1 else ''}, not {key[3]}"
         return Link(link.bandwidth, link.step_latency,
-                    f"{link.source}; nearest to {key[2]} workers")
+                    f"{link.source}; nearest to {key[2]} workers{nodes}")
     return choose
 
 

@@ -1,6 +1,10 @@
-"""Statistics, each defined once: summaries of trial samples, t-intervals, efficiency.
+"""Statistics, each defined once: summaries of samples, t-intervals, efficiency, and the test
+that decides whether two sets of samples differ.
 
-The 95% interval is a Student-t interval of the mean over trials, not +-1.96 std (a spread).
+The 95% interval is a Student-t interval of the mean, not +-1.96 std (a spread). A metric has
+samples at two levels (`Samples`): one per process (a launch's mean over its trials) and one per
+trial. With two or more processes, the processes are the independent samples and decide the
+interval, the noise flag and the significance test; with one process its trials do.
 """
 
 from __future__ import annotations
@@ -8,10 +12,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 CONFIDENCE = 0.95
-NOISY_REL_STD = 0.05  # trial-to-trial variation above this flags a run as noisy
+NOISY_REL_STD = 0.05  # variation between samples above this flags a run as noisy
 
 
 def t_quantile(df: int, confidence: float = CONFIDENCE) -> float:
@@ -42,7 +46,7 @@ class Summary:
         return self.n > 1 and self.rel_std > NOISY_REL_STD
 
 
-def summarize(samples: Sequence[float]) -> Summary:
+def summarize(samples: Sequence[float], confidence: float = CONFIDENCE) -> Summary:
     values = [float(v) for v in samples]
     if not values:
         raise ValueError("summarize needs at least one sample")
@@ -52,7 +56,7 @@ def summarize(samples: Sequence[float]) -> Summary:
     if n < 2:
         return Summary(n, mean, median, 0.0, None, None)
     std = statistics.stdev(values)
-    half = t_quantile(n - 1) * std / math.sqrt(n)
+    half = t_quantile(n - 1, confidence) * std / math.sqrt(n)
     return Summary(n, mean, median, std, mean - half, mean + half)
 
 
@@ -94,16 +98,114 @@ def efficiency(throughput_n: Summary, workers: int, throughput_1: Summary) -> Ra
     return Ratio(value, value - half, value + half)
 
 
+# ---------------------------------------------------------------- samples at two levels
+
+PROCESSES, TRIALS = "processes", "trials"
+
+
+def _count(n: int, word: str, words: str) -> str:
+    return f"{n} {word if n == 1 else words}"
+
+
+@dataclass(frozen=True)
+class Samples:
+    """A metric's samples at two levels: every trial (pooled over the processes) and one value
+    per process (a launch); trial_counts[k] trials stand behind process_values[k]."""
+
+    trials: tuple[float, ...]
+    process_values: tuple[float, ...]
+    trial_counts: tuple[int, ...]
+
+    @classmethod
+    def of_processes(cls, per_process: Sequence[Sequence[float]]) -> Samples:
+        """From each process's trials; a process's value is the mean of its trials."""
+        runs = [[float(v) for v in trials] for trials in per_process if len(trials)]
+        if not runs:
+            raise ValueError("samples need at least one trial")
+        return cls(tuple(v for run in runs for v in run),
+                   tuple(statistics.fmean(run) for run in runs), tuple(len(run) for run in runs))
+
+    @classmethod
+    def of_trials(cls, trials: Sequence[float]) -> Samples:
+        """The trials of one process."""
+        return cls.of_processes([trials])
+
+    @property
+    def processes(self) -> int:
+        return len(self.process_values)
+
+    @property
+    def basis(self) -> str:
+        """PROCESSES with two or more processes, else TRIALS."""
+        return PROCESSES if self.processes >= 2 else TRIALS
+
+    def values(self, basis: str | None = None) -> tuple[float, ...]:
+        return self.process_values if (basis or self.basis) == PROCESSES else self.trials
+
+    def summary(self, basis: str | None = None) -> Summary:
+        return summarize(self.values(basis))
+
+    def describe(self, basis: str | None = None) -> str:
+        """The samples in words: "3 processes (5 trials each)" or "3 trials (1 process)"."""
+        counts = set(self.trial_counts)
+        each = f"{_count(counts.pop(), 'trial', 'trials')} each" if len(counts) == 1 else \
+            f"{_count(len(self.trials), 'trial', 'trials')} in all"
+        if (basis or self.basis) == PROCESSES:
+            return f"{_count(self.processes, 'process', 'processes')} ({each})"
+        return (f"{_count(len(self.trials), 'trial', 'trials')} "
+                f"({_count(self.processes, 'process', 'processes')})")
+
+
+def common_basis(a: Samples, b: Samples) -> str:
+    """Per-process values when both sides have two or more processes, else trials."""
+    return PROCESSES if a.basis == b.basis == PROCESSES else TRIALS
+
+
+def basis_text(a: Samples, b: Samples, basis: str) -> str:
+    """Which samples a comparison used, in words."""
+    what = "per-process means" if basis == PROCESSES else "trials"
+    return f"on {what}: {a.describe(basis)} vs {b.describe(basis)}"
+
+
+def efficiency_samples(throughput_n: Sequence[float], workers: int,
+                       throughput_1: float | Sequence[float]) -> list[float]:
+    """Efficiency samples throughput(N) / (N x throughput(1)): each against one fixed one-worker
+    value, or, given the one-worker samples, sample i against sample i (as far as the shorter
+    goes), so that every ratio carries the variation of both runs."""
+    if isinstance(throughput_1, (int, float)):
+        return [float(v) / (workers * throughput_1) for v in throughput_n]
+    return [float(n) / (workers * float(one)) for n, one in zip(throughput_n, throughput_1,
+                                                                  strict=False)]
+
+
+def paired_efficiency(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], workers: int
+                      ) -> Samples:
+    """Efficiency of paired launches, given (N-worker trials, one-worker trials) per pair: per
+    pair, the ratio of the two means; per trial, trial i against trial i of the same pair."""
+    trials: list[float] = []
+    values, counts = [], []
+    for n, one in pairs:
+        paired = efficiency_samples(n, workers, one)
+        trials += paired
+        values.append(statistics.fmean(n) / (workers * statistics.fmean(one)))
+        counts.append(len(paired))
+    if not values:
+        raise ValueError("paired_efficiency needs at least one pair")
+    return Samples(tuple(trials), tuple(values), tuple(counts))
+
+
 # ---------------------------------------------------------------- differences between two samples
 
 MANN_WHITNEY = "Mann-Whitney U"
-INTERVALS = "95% intervals"
 NO_TEST = "none"
 
 
-def efficiency_samples(trials_n: Sequence[float], workers: int, mean_1: float) -> list[float]:
-    """Per-trial efficiency: each trial's throughput(N) / (N x mean throughput(1))."""
-    return [float(v) / (workers * mean_1) for v in trials_n]
+def intervals_test(alpha: float) -> str:
+    """The fallback test's name at alpha: non-overlapping (1 - alpha) intervals."""
+    return f"{100 * (1 - alpha):g}% intervals"
+
+
+INTERVALS = intervals_test(0.05)  # "95% intervals"
 
 
 def mann_whitney_min_p(n1: int, n2: int) -> float:
@@ -119,12 +221,15 @@ def mann_whitney_min_p(n1: int, n2: int) -> float:
 
 @dataclass(frozen=True)
 class Difference:
-    """Whether two samples differ: which test decided, its p-value (when it has one), and why."""
+    """Whether two samples differ: which test decided, its p-value (when it has one), why, and
+    (from `difference_of`) which samples it ran on."""
 
-    test: str  # MANN_WHITNEY | INTERVALS | NO_TEST
+    test: str  # MANN_WHITNEY | intervals_test(alpha) | NO_TEST
     significant: bool
     p_value: float | None = None
     reason: str = ""
+    basis: str = ""  # PROCESSES | TRIALS; "" when called on bare samples
+    samples: str = ""  # basis_text
 
 
 def intervals_overlap(a: Summary, b: Summary) -> bool:
@@ -137,9 +242,10 @@ def difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> D
     """Two-sided test on raw samples: Mann-Whitney U where it can reach alpha, else intervals.
 
     With too few samples (3 vs 3 gives at best p = 0.1) the test cannot be significant at
-    alpha = 0.05, so non-overlapping 95% Student-t intervals of the means decide instead. With a
-    single sample on either side nothing can be said: not significant. A failed test is never
-    reported as significant.
+    alpha = 0.05, so non-overlapping (1 - alpha) Student-t intervals of the means decide instead
+    (95% at alpha 0.05, 90% at 0.1): stricter than a test at alpha, it errs towards "not
+    significant". With a single sample on either side nothing can be said: not significant. A
+    failed test is never reported as significant.
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie between 0 and 1, not {alpha}")
@@ -160,8 +266,15 @@ def difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> D
     if len(a) < 2 or len(b) < 2:
         return Difference(NO_TEST, False, None,
                           f"{len(a)} vs {len(b)} samples: one sample has no interval")
-    sa, sb = summarize(a), summarize(b)
-    overlap = intervals_overlap(sa, sb)
-    return Difference(INTERVALS, not overlap, None,
+    test = intervals_test(alpha)
+    overlap = intervals_overlap(summarize(a, 1 - alpha), summarize(b, 1 - alpha))
+    return Difference(test, not overlap, None,
                       f"{len(a)} vs {len(b)} samples (Mann-Whitney U at best p = {min_p:.2g}); "
-                      f"95% intervals {'overlap' if overlap else 'do not overlap'}")
+                      f"{test} {'overlap' if overlap else 'do not overlap'}")
+
+
+def difference_of(a: Samples, b: Samples, alpha: float = 0.05) -> Difference:
+    """`difference` on the samples both sides can give (common_basis), saying which."""
+    basis = common_basis(a, b)
+    d = difference(a.values(basis), b.values(basis), alpha)
+    return replace(d, basis=basis, samples=basis_text(a, b, basis))

@@ -24,7 +24,8 @@ def write_all(records: list[dict], problems: list[Problem], out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     model = build(records, problems, link)
     csv_path = out_dir / "summary.csv"
-    pd.DataFrame(list(model.rows), columns=analysis.SUMMARY_COLUMNS).to_csv(csv_path, index=False)
+    pd.DataFrame(analysis.csv_rows(model.rows), columns=analysis.SUMMARY_COLUMNS).to_csv(
+        csv_path, index=False)
     drawn = figures.draw_all(model, out_dir)
     md_path = out_dir / "report.md"
     md_path.write_text(markdown.render(model, {name: p.name for name, p in drawn.items()}),

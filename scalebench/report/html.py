@@ -100,7 +100,7 @@ def raw_table(header: tuple[str, ...] | list[str], rows: list[list[str]],
 def headline_cell(r: dict) -> str:
     parts = [f'<div class="ips">{num(r["images_per_sec"])} img/s</div>',
              f'<div class="sub">95% CI {interval(r["ci95_low"], r["ci95_high"], missing=NO_INTERVAL)}'
-             "</div>"]
+             "</div>", f'<div class="sub">from {esc(tables.samples_cell(r))}</div>']
     if r["efficiency"] is not None:
         eci = ("" if r["efficiency_ci95_low"] is None else
                f' ({pct_interval(r["efficiency_ci95_low"], r["efficiency_ci95_high"])})')
@@ -131,6 +131,10 @@ def _headline(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
                             else '<span class="muted">not run</span>' for label in group.labels]
                 for w in workers]
         out += [f"<h3>{esc(group.title)}</h3>", raw_table(["workers", *group.labels], body)]
+        warnings = tables.warning_lines(group)
+        if warnings:
+            out.append('<p><span class="badge bad">warnings</span></p><ul>'
+                       + "".join(f"<li>{esc(w)}</li>" for w in warnings) + "</ul>")
     return "\n".join(out)
 
 
@@ -147,10 +151,13 @@ def _published(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
 
 
 def _frameworks(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
-    if not model.comparisons:
-        return paragraph(model.only_one_framework_text)
-    return "\n".join(f"<h3>{esc(c.group.title)}</h3>\n{table(tables.comparison_table(c))}"
-                     for c in model.comparisons)
+    out = [] if model.comparisons else [paragraph(model.only_one_framework_text)]
+    out += [f"<h3>{esc(c.group.title)}</h3>\n{table(tables.comparison_table(c))}"
+            for c in model.comparisons]
+    if model.wrapper:
+        out += [f"<h3>{esc(m.WRAPPER_TITLE)}</h3>", paragraph(m.WRAPPER_TEXT),
+                table(tables.wrapper_table(model))]
+    return "\n".join(out)
 
 
 def _scaling_model(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
@@ -190,7 +197,7 @@ def _environment(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
 
 
 def _method(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
-    return paragraph(model.settings_text) if model.settings_text else ""
+    return "\n".join(paragraph(text) for text in (model.settings_text, model.basis_text) if text)
 
 
 RENDERERS: dict[str, Callable[[m.ReportModel, Mapping[str, bytes]], str]] = {

@@ -56,6 +56,9 @@ def _headline(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
     out = [f"{model.noisy_text}", ""] if model.noisy else []
     for group in model.groups:
         out += [f"### {md_text(group.title)}", "", *table(tables.summary_table(group))]
+        warnings = tables.warning_lines(group)
+        if warnings:
+            out += ["Warnings:", "", *(f"- {md_text(w)}" for w in warnings), ""]
     return out
 
 
@@ -73,12 +76,13 @@ def _published(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
 
 
 def _frameworks(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
-    if not model.comparisons:
-        return [md_text(model.only_one_framework_text), ""]
-    out = []
+    out = [] if model.comparisons else [md_text(model.only_one_framework_text), ""]
     for comparison in model.comparisons:
         out += [f"### {md_text(comparison.group.title)}", "",
                 *table(tables.comparison_table(comparison))]
+    if model.wrapper:
+        out += [f"### {md_text(m.WRAPPER_TITLE)}", "", m.WRAPPER_TEXT, "",
+                *table(tables.wrapper_table(model))]
     return out
 
 
@@ -115,7 +119,8 @@ def _environment(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
 
 
 def _method(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
-    return [model.settings_text, ""] if model.settings_text else []
+    return [line for text in (model.settings_text, model.basis_text) if text
+            for line in (text, "")]
 
 
 RENDERERS: dict[str, Callable[[m.ReportModel, Mapping[str, str]], list[str]]] = {

@@ -34,6 +34,12 @@ class Section:
     paragraphs: tuple[str, ...] = ()
 
 
+WRAPPER_TITLE = "DDP's wrapper at one worker"
+WRAPPER_TEXT = ("The one-worker step timed plainly and timed with the model wrapped in "
+                "DistributedDataParallel (bucket copies, a one-rank allreduce), as PyTorch's DDP "
+                "benchmark reports \"no ddp\" against DDP on one GPU. Efficiency is taken "
+                "against the plain step; the overhead is 1 - wrapped / unwrapped.")
+
 INPUT_PROBLEMS, HEADLINE, FIGURES, PUBLISHED, FRAMEWORKS, SCALING_MODEL, ALLREDUCE, PROBLEMS, \
     ENVIRONMENT, METHOD = ("input-problems", "headline", "figures", "published", "frameworks",
                            "scaling-model", "allreduce", "problems", "environment", "method")
@@ -52,9 +58,10 @@ def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
             "cluster, network and worker count: a reference point, not a target.",)),
         Section(FRAMEWORKS, "Framework vs framework", (
             "At each worker count, every framework against the fastest one. Whether a gap is real "
-            "is decided on the per-trial samples: Mann-Whitney U (two-sided, alpha "
-            f"{alpha:g}) where the trial counts let it reach significance, else non-overlapping "
-            "95% intervals.",)),
+            "is decided on per-process means where both runs were launched two or more times, "
+            "else on their trials: Mann-Whitney U (two-sided, alpha "
+            f"{alpha:g}) where the sample counts let it reach significance, else non-overlapping "
+            f"{stats.intervals_test(alpha)}.",)),
         Section(SCALING_MODEL, "Scaling model", (
             "Bounds on efficiency from each run's one-worker step time and a ring allreduce of "
             "its gradients over the measured link: no overlap = compute + allreduce, full "
@@ -77,16 +84,24 @@ def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
             "steps. Each window starts after a device sync and a barrier on all workers and ends "
             "with a device sync. A trial's throughput is all workers' images divided by the "
             "slowest worker's window time, so a straggler counts.",
-            "The **95% interval** is a Student-t confidence interval of the mean over trials: it "
-            "says how well the mean throughput is known, not how much single trials spread. Few "
-            "trials give wide intervals. Efficiency intervals combine both runs' uncertainty "
-            "(delta method).",
+            "The **95% interval** is a Student-t confidence interval of the mean: it says how well "
+            "the mean throughput is known, not how much single trials spread. When a "
+            "configuration was launched two or more times (`--repeats`, each launch a separate "
+            "process), the samples are the per-process means, one per launch, because trials "
+            "inside one process share its placement, clocks and allocator state; with one launch "
+            "they are its trials. The \"samples\" column says which. Few samples give wide "
+            "intervals. Efficiency intervals combine both runs' uncertainty (delta method).",
             "**Efficiency** = throughput(N) / (N × throughput(1)): 100% is perfect linear "
             "scaling. It is taken against the same framework's one-worker run and, in \"vs best "
             "1-worker\", against the fastest one-worker run of any framework, which keeps a slow "
             "single-worker baseline from flattering a framework. A run is flagged **noisy** when "
-            f"its trial-to-trial standard deviation exceeds {noisy} of its mean; treat its "
-            "numbers with care, or re-run with more trials.")),
+            f"the standard deviation of its samples (trials, or launches) exceeds {noisy} of its "
+            "mean; treat its numbers with care, or re-run with more trials or launches.",
+            "At one worker every framework times the plain, unwrapped step; DDP's one-worker run "
+            "also times the DDP-wrapped step, and the difference is shown as the wrapper's "
+            "overhead. **fp32 (TF32)** marks CUDA runs whose fp32 convolutions or matrix "
+            "products ran in TF32, as measured in the worker; runs with different TF32 settings "
+            "are different configurations.")),
     ) if s is not None)
 
 
@@ -123,20 +138,34 @@ def run_label(row: dict) -> str:
     return f"{row['model']} {series_label(row)} x{row['world_size']}"
 
 
-def group_title(key: Sequence) -> str:
+def group_title(key: Sequence, precision: str | None = None) -> str:
+    """A series in words; precision: its label in words (analysis.precision_label)."""
     g = dict(zip(identity.SERIES_FIELDS, key, strict=True))
     per = "per worker" if g["scaling"] == "weak" else "in total"
     return (f"{MODEL_NAMES.get(g['model'], g['model'])} — batch {g['scaling_batch']} {per}, "
             f"{g['image_size']} px, {g['device_kind']}, {g['scaling']} scaling, {g['data']} data, "
-            f"{g['precision']}")
+            f"{precision or g['precision']}" + (f", TF32 {g['tf32']}" if g["tf32"] else ""))
+
+
+def spread_words(row: dict) -> str:
+    """What a row's noise is measured across."""
+    return "from launch to launch" if row.get("samples_basis") == stats.PROCESSES \
+        else "from trial to trial"
 
 
 def flags(row: dict) -> list[tuple[str, str, str]]:
     """(kind, text, explanation) for what a reader should notice about a summary row."""
     out = []
+    if row.get("launches_text"):
+        out.append(("launches", row["launches_text"],
+                    "some launches of this configuration did not finish; the numbers come from "
+                    "the others"))
     if row["noisy"]:
         out.append(("noisy", f"noisy ({pct(row['rel_std'])})",
-                    f"trial-to-trial standard deviation above {stats.NOISY_REL_STD:.0%} of the mean"))
+                    f"standard deviation {spread_words(row)} above {stats.NOISY_REL_STD:.0%} of "
+                    f"the mean ({row.get('samples_text', '')})"))
+    if row.get("warnings"):
+        out.append(("warning", plural(len(row["warnings"]), "warning"), "; ".join(row["warnings"])))
     if row["efficiency"] is not None and row["efficiency"] > SUPERLINEAR:
         out.append(("superlinear", "superlinear",
                     "more than linear: the one-worker run was slower per worker than this one"))
@@ -171,7 +200,7 @@ class Compared:
             return "fastest"
         d = self.difference
         return (f"slower, significant ({d.test})" if d.significant
-                else f"not distinguishable ({d.test})")
+                else f"not distinguishable ({d.test})") + f"; {d.samples}"
 
 
 @dataclass(frozen=True)
@@ -260,7 +289,9 @@ class ReportModel:
     allreduce: tuple[dict, ...]  # newest ok point per framework x workers x size
     failures: tuple[Failure, ...]
     environments: Environments
-    settings: tuple[tuple[str, int, int, int], ...]  # (scaling, warmup, trials, iters) used
+    settings: tuple[tuple[str, int, int, int, int], ...]  # (scaling, warmup, trials, iters,
+    # repeats) used
+    wrapper: tuple[dict, ...] = ()  # one-worker rows that also timed the DDP-wrapped step
 
     @property
     def counts_text(self) -> str:
@@ -269,9 +300,27 @@ class ReportModel:
 
     @property
     def noisy_text(self) -> str:
-        return (f"{len(self.noisy)} of {len(self.rows)} runs vary by more than "
-                f"{stats.NOISY_REL_STD:.0%} from trial to trial: "
-                + ", ".join(run_label(r) for r in self.noisy) + ".")
+        """The noisy runs, grouped by what they vary across, each with the processes and
+        trials behind it."""
+        parts = []
+        for words in ("from trial to trial", "from launch to launch"):
+            runs = [r for r in self.noisy if spread_words(r) == words]
+            if runs:
+                parts.append(f"{len(runs)} of {len(self.rows)} runs vary by more than "
+                             f"{stats.NOISY_REL_STD:.0%} {words}: "
+                             + "; ".join(f"{run_label(r)}, {r['samples_text']}" for r in runs))
+        return ". ".join(parts) + "."
+
+    @property
+    def basis_text(self) -> str:
+        """Which samples the rows' statistics came from."""
+        counts = {b: sum(1 for r in self.rows if r.get("samples_basis") == b)
+                  for b in (stats.PROCESSES, stats.TRIALS)}
+        if not self.rows:
+            return ""
+        return ("Intervals, noise flags and tests in this report: from per-process means for "
+                f"{plural(counts[stats.PROCESSES], 'run')} (two or more launches), from trials "
+                f"for {plural(counts[stats.TRIALS], 'run')} (one launch).")
 
     @property
     def only_one_framework_text(self) -> str:
@@ -285,7 +334,8 @@ class ReportModel:
             return ""
         return "This report: " + "; ".join(
             f"{s} scaling, {plural(w, 'warm-up step')}, {plural(t, 'trial')} of {plural(i, 'step')}"
-            for s, w, t, i in self.settings) + "."
+            + (f", {k} launches of each configuration" if k > 1 else "")
+            for s, w, t, i, k in self.settings) + "."
 
 
 # ---------------------------------------------------------------- building it
@@ -305,14 +355,16 @@ def build(records: list[dict], problems: Sequence[Problem], link: scaling_model.
         groups=groups,
         noisy=tuple(r for r in rows if r["noisy"]),
         published=_published(rows),
-        comparisons=_comparisons(groups, _samples(records, rows), alpha),
+        comparisons=_comparisons(groups, alpha),
         modelled=_modelled(records, rows, link),
         allreduce=tuple(analysis.latest_allreduce_points(records)),
         failures=_failures(records),
         environments=_environments(records),
-        settings=tuple(sorted({(r["scaling"], r["warmup"], r["trials"], r["iters"])
+        settings=tuple(sorted({(r["scaling"], r["warmup"], r["trials"], r["iters"],
+                                r.get("repeats") or 1)
                                for r in records
                                if r.get("kind") == "train" and r.get("status") == "ok"})),
+        wrapper=tuple(r for r in rows if r.get("wrapped_images_per_sec") is not None),
     )
 
 
@@ -325,20 +377,14 @@ def _groups(rows: list[dict]) -> tuple[Group, ...]:
     for r in rows:
         by_key.setdefault(identity.series_key(r), []).append(r)
     return tuple(
-        Group(key, group_title(key), tuple(sorted({series_label(r) for r in members})),
+        Group(key, group_title(key, " / ".join(dict.fromkeys(r["precision_label"]
+                                                             for r in members))),
+              tuple(sorted({series_label(r) for r in members})),
               tuple(sorted(members, key=_line_order)))
         for key, members in sorted(by_key.items(), key=lambda kv: tuple(str(v) for v in kv[0])))
 
 
-def _samples(records: list[dict], rows: list[dict]) -> dict[int, list[float]]:
-    """id(summary row) -> the per-trial throughputs of the run it summarises."""
-    by_config = {identity.config_key(r): r["trial_images_per_sec"]
-                 for r in analysis.latest_ok(records)}
-    return {id(r): by_config[identity.config_key(r)] for r in rows}
-
-
-def _comparisons(groups: Sequence[Group], samples: dict[int, list[float]], alpha: float
-                 ) -> tuple[Comparison, ...]:
+def _comparisons(groups: Sequence[Group], alpha: float) -> tuple[Comparison, ...]:
     out = []
     for group in groups:
         per_workers: dict[tuple, list[dict]] = {}
@@ -352,7 +398,7 @@ def _comparisons(groups: Sequence[Group], samples: dict[int, list[float]], alpha
             fastest = members[0]
             for r in members:
                 difference = None if r is fastest else \
-                    stats.difference(samples[id(fastest)], samples[id(r)], alpha)
+                    stats.difference_of(fastest["samples"], r["samples"], alpha)
                 entries.append(Compared(r, r["images_per_sec"] / fastest["images_per_sec"],
                                         difference))
         if entries:

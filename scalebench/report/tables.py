@@ -13,6 +13,7 @@ from scalebench.report.model import (
     ReportModel,
     flags,
     framework_label,
+    run_label,
     series_label,
     workers_label,
 )
@@ -57,8 +58,19 @@ class Table:
 
 
 def flag_marks(row: dict) -> tuple[Mark, ...]:
-    css = {"noisy": "badge noisy", "superlinear": "badge bad"}
+    css = {"noisy": "badge noisy", "superlinear": "badge bad", "warning": "badge bad",
+           "launches": "badge bad"}
     return tuple(Mark(text, css[kind], why) for kind, text, why in flags(row))
+
+
+def samples_cell(row: dict) -> str:
+    """The samples behind a row, e.g. "3 processes (5 trials each)"."""
+    return row["samples_text"]
+
+
+def warning_lines(group: Group) -> list[str]:
+    """Every warning of the group's runs, each with its run (shown under the group's table)."""
+    return [f"{run_label(r)}: {w}" for r in group.rows for w in r.get("warnings") or ()]
 
 
 def summary_table(group: Group) -> Table:
@@ -68,15 +80,16 @@ def summary_table(group: Group) -> Table:
         best = pct(r["efficiency_vs_best"])
         if r["efficiency_vs_best"] is not None:
             best += f" ({r['best_one_worker_framework']})"
-        rows.append((r["model"], framework_label(r), r["precision"], str(r["world_size"]),
+        rows.append((r["model"], framework_label(r), r["precision_label"], str(r["world_size"]),
                      str(r["nodes"]), num(r["images_per_sec"]),
-                     interval(r["ci95_low"], r["ci95_high"]),
+                     interval(r["ci95_low"], r["ci95_high"]), samples_cell(r),
                      num(r["per_worker_images_per_sec"]), pct(r["efficiency"]),
                      pct_interval(r["efficiency_ci95_low"], r["efficiency_ci95_high"]), best,
                      pct(r["efficiency_per_node"]), flag_marks(r)))
     return Table(("model", "framework", "precision", "workers", "nodes", "images/s", "95% CI",
-                  "per worker", "efficiency", "95% CI", "vs best 1-worker", "per node", "flags"),
-                 tuple(rows), frozenset({3, 4, 5, 7, 8, 10, 11}))
+                  "samples", "per worker", "efficiency", "95% CI", "vs best 1-worker",
+                  "per node", "flags"),
+                 tuple(rows), frozenset({3, 4, 5, 8, 9, 11, 12}))
 
 
 def published_table(model: ReportModel) -> Table:
@@ -102,6 +115,20 @@ def comparison_table(comparison: Comparison) -> Table:
                      pct(r["efficiency"]), verdict))
     return Table(("workers", "framework", "images/s", "95% CI", "vs fastest", "efficiency",
                   "difference to the fastest"), tuple(rows), frozenset({2, 4, 5}))
+
+
+def wrapper_table(model: ReportModel) -> Table:
+    """One-worker runs that timed the plain step and the DDP-wrapped step."""
+    rows = []
+    for r in model.wrapper:
+        rows.append((r["model"], framework_label(r), r["precision_label"],
+                     num(r["images_per_sec"]), interval(r["ci95_low"], r["ci95_high"]),
+                     num(r["wrapped_images_per_sec"]),
+                     interval(r["wrapped_ci95_low"], r["wrapped_ci95_high"]),
+                     pct(r["wrapper_overhead"]), samples_cell(r)))
+    return Table(("model", "framework", "precision", "unwrapped images/s", "95% CI",
+                  "DDP-wrapped images/s", "95% CI", "wrapper overhead", "samples"), tuple(rows),
+                 frozenset({3, 5, 7}))
 
 
 def scaling_model_table(model: ReportModel) -> Table:
