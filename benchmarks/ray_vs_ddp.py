@@ -22,6 +22,7 @@ from pathlib import Path
 
 from scalebench import config, stats, workloads
 from scalebench.envinfo import cpu_cores
+from scalebench.frameworks.ray.options import PLACEMENTS
 from scalebench.progress import Progress
 from scalebench.sweep import run_sweep
 
@@ -44,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="cpu", choices=config.DEVICES)
     p.add_argument("--timeout", type=float, default=900.0)
     p.add_argument("--ray-address", default=None, help="existing cluster (default: embedded)")
-    p.add_argument("--placement", default="PACK", choices=config.PLACEMENTS)
+    p.add_argument("--placement", default="PACK", choices=PLACEMENTS)
     p.add_argument("--out", default="results/ray-vs-ddp")
     return p.parse_args(argv)
 
