@@ -67,7 +67,8 @@ def free_port() -> int:
 
 def test_all_models_one_and_two_workers(tmp_path):
     out = tmp_path / "sweep"
-    proc = run_sweep(out, "--models", "resnet101,inception_v3,vgg16", "--workers", "1,2")
+    proc = run_sweep(out, "--models", "resnet101,inception_v3,vgg16", "--workers", "1,2",
+                     "--launch", "isolated")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     records = read_records(out / "results.jsonl")
     assert [(r["model"], r["world_size"], r["status"]) for r in records] == [

@@ -63,7 +63,7 @@ def sweep(out: Path, *args: str, env: dict | None = None) -> subprocess.Complete
 @needs_horovod
 def test_all_models_one_and_two_workers_with_identical_replicas(tmp_path):
     proc = sweep(tmp_path, "--frameworks", "horovod", "--models", "resnet101,inception_v3,vgg16",
-                 "--workers", "1,2")
+                 "--workers", "1,2", "--launch", "isolated")
     assert proc.returncode == 0, proc.stderr
     records = read_records(tmp_path / "results.jsonl")
     assert [(r["model"], r["world_size"], r["status"]) for r in records] == [

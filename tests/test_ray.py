@@ -32,7 +32,7 @@ ray = pytest.importorskip("ray")
 
 def sweep_values(out: Path, **overrides) -> dict:
     values = {"frameworks": "ray", "models": "resnet101", "workers": "1", "device": "cpu",
-              "out": str(out), **TINY}
+              "out": str(out), "launch": "isolated", **TINY}
     ray_options = overrides.pop("ray", {})
     values.update(overrides)
     values["ray"] = ray_options
