@@ -158,3 +158,15 @@ def fake_record(trials=(10.0, 10.1, 9.9), framework: str = "ddp", model: str = "
     r.update(fields)
     results.validate(r)
     return r
+
+
+def launches(per_launch, order_seed: int = 7, hour: int = 0, **fields) -> list[dict]:
+    """One fake_record per launch of one configuration (`--repeats K`): launch k gets the k-th
+    trials, repeat k of K, the sweep's order seed, its own run id and a later timestamp."""
+    count = len(per_launch)
+    framework, model = fields.get("framework", "ddp"), fields.get("model", "inception_v3")
+    return [fake_record(tuple(trials), repeat=k, repeats=count, order_seed=order_seed,
+                        timestamp=f"2026-01-01T{hour:02d}:{k:02d}:00+0000",
+                        run_id=f"{framework}-{model}-w{fields.get('world_size', 1)}-r{k}",
+                        **fields)
+            for k, trials in enumerate(per_launch, start=1)]
