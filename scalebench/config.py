@@ -52,6 +52,13 @@ class SweepSpec:
     tf32: str = "default"  # CUDA fp32 math: PyTorch's default, TF32 on, or TF32 off
     launcher: str = "local"  # local: each framework's own launcher; slurm: job steps
     launch: str = "grouped"  # grouped: configurations sharing a launch run in one; isolated
+    breakdown: bool = True  # no-sync windows at N > 1 workers for the scaling-loss breakdown
+    profile: bool = False  # a torch.profiler trace of one window on rank 0 per run
+    # Fault injection, off by default (tests of the breakdown): a delay after every step on one
+    # rank, and a delay before every batch on all ranks.
+    fault_rank: int | None = None
+    fault_step_delay: float = 0.0
+    fault_input_delay: float = 0.0
     # framework name -> its Options (frameworks.<name>.Options); absent: the defaults
     framework_options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -86,7 +93,27 @@ _TOP_FIELDS: dict[str, Any] = {
     "tf32": lambda v: fields.choice("tf32", v, TF32_MODES),
     "launcher": lambda v: fields.choice("launcher", v, LAUNCHERS),
     "launch": lambda v: fields.choice("launch", v, LAUNCH_MODES),
+    "breakdown": lambda v: fields.boolean("breakdown", v),
+    "profile": lambda v: fields.boolean("profile", v),
+    "inject_step_delay": lambda v: _step_delay(v),
+    "inject_input_delay": lambda v: fields.number("inject_input_delay", v, 0),
 }
+
+
+def _step_delay(value: Any) -> tuple[int, float]:
+    """RANK:SECONDS -> (rank, seconds)."""
+    text = fields.text("inject_step_delay", value)
+    rank, sep, seconds = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        parsed = (int(rank), float(seconds))
+    except ValueError:
+        raise UserError(f"inject_step_delay: expected RANK:SECONDS, e.g. 1:0.05, got {text!r}"
+                        ) from None
+    if parsed[0] < 0 or not parsed[1] > 0:
+        raise UserError(f"inject_step_delay: expected a rank >= 0 and seconds > 0, got {text!r}")
+    return parsed
 
 
 def _section_table(name: str) -> Mapping[str, Any]:
@@ -115,6 +142,10 @@ def build_spec(values: dict[str, Any]) -> SweepSpec:
         elif key in _TOP_FIELDS:
             if value is not None:
                 top[key] = _TOP_FIELDS[key](value)
+                if key == "inject_step_delay":
+                    top["fault_rank"], top["fault_step_delay"] = top.pop(key)
+                elif key == "inject_input_delay":
+                    top["fault_input_delay"] = top.pop(key)
         else:
             allowed = ", ".join([*_TOP_FIELDS, *(f"[{s}]" for s in sections)])
             raise UserError(f"{key}: unknown option; allowed: {allowed}")

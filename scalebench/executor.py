@@ -132,7 +132,9 @@ class _Runner:
         adapter = frameworks.get(job.launch.framework)
         self.sessions.activate(adapter)
         self.progress.start(task.label(job))
-        launch = adapter.launch(job, self.out_dir / "runs" / job.run_id)
+        run_dir = self.out_dir / "runs" / job.run_id
+        job = dataclasses.replace(job, run_dir=str(run_dir.resolve()))
+        launch = adapter.launch(job, run_dir)
         if launch.status == "ok" and not adapter.records_here(job.launch.options):
             self.progress.finish_elsewhere(task.label(job))
             return

@@ -71,6 +71,7 @@ class Job:
     repeats: int = 1
     order_seed: int | None = None  # the seed that shuffled the framework order of the rounds
     group: GroupPlace | None = None  # where this job ran inside a grouped launch
+    run_dir: str | None = None  # the run folder (absolute), set at launch: workers' artifacts
 
     def __post_init__(self):
         from scalebench import tasks
@@ -87,7 +88,7 @@ class Job:
                            "repeat": self.repeat, "repeats": self.repeats,
                            "order_seed": self.order_seed,
                            "group": None if self.group is None else
-                           dataclasses.asdict(self.group)})
+                           dataclasses.asdict(self.group), "run_dir": self.run_dir})
 
     @classmethod
     def from_json(cls, text: str) -> Job:
@@ -98,4 +99,5 @@ class Job:
         return cls(data["run_id"], data["kind"], LaunchSpec.from_dict(data["launch"]),
                    task.spec_from_dict(data["task"]), data.get("repeat", 1),
                    data.get("repeats", 1), data.get("order_seed"),
-                   GroupPlace(**data["group"]) if data.get("group") else None)
+                   GroupPlace(**data["group"]) if data.get("group") else None,
+                   data.get("run_dir"))

@@ -8,18 +8,20 @@ times are gathered once at the end (gathering per window would add a collective 
 
 from __future__ import annotations
 
-import contextlib
+import copy
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from scalebench import workloads
 from scalebench.comm import Comm
 from scalebench.launch import Job
+from scalebench.step import Step, batch_source, make_step, plain_optimizer_step
 
-AUTOCAST_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 LEARNING_RATE = 0.01
 MOMENTUM = 0.9
 
@@ -56,126 +58,35 @@ def math_settings(device) -> dict[str, Any]:
             "matmul_precision": torch.get_float32_matmul_precision()}
 
 
-def synthetic_batches(spec, device) -> Iterator[tuple[Any, Any]]:
-    """One random batch generated once on the device and reused (as tf_cnn_benchmarks does)."""
-    import torch
+@dataclass
+class Windows:
+    """Timed windows of one series on this rank."""
 
-    generator = torch.Generator().manual_seed(1234)
-    shape = (spec.batch_size, 3, spec.image_size, spec.image_size)
-    images = torch.randn(shape, generator=generator).to(device)
-    target = torch.randint(0, workloads.NUM_CLASSES, (spec.batch_size,), generator=generator)
-    target = target.to(device)
-    while True:
-        yield images, target
+    seconds: list[float] = field(default_factory=list)
+    input_wait: list[float] = field(default_factory=list)  # seconds waiting for batches
+    first_unix: float | None = None
+    last_loss: Any = None
 
 
-def imagefolder_batches(spec, comm: Comm, device) -> Iterator[tuple[Any, Any]]:
-    """A real input pipeline: ImageFolder, ImageNet training transforms, DistributedSampler."""
-    import torchvision.transforms as T
-    from torch.utils.data import DataLoader
-    from torch.utils.data.distributed import DistributedSampler
-    from torchvision.datasets import ImageFolder
-
-    root = spec.data.split(":", 1)[1]
-    transform = T.Compose([
-        T.RandomResizedCrop(spec.image_size),
-        T.RandomHorizontalFlip(),
-        T.ToTensor(),
-        T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
-    ])
-    dataset = ImageFolder(root, transform=transform)
-    sampler = DistributedSampler(dataset, num_replicas=comm.world_size, rank=comm.rank,
-                                 shuffle=True, drop_last=True)
-    loader = DataLoader(dataset, batch_size=spec.batch_size, sampler=sampler, drop_last=True,
-                        num_workers=spec.loader_workers, pin_memory=device.type == "cuda",
-                        persistent_workers=spec.loader_workers > 0)
-    if len(loader) == 0:
-        raise ValueError(
-            f"data: {root} has {len(dataset)} images, too few for batch {spec.batch_size} "
-            f"on each of {comm.world_size} workers"
-        )
-    epoch = 0
-    while True:
-        sampler.set_epoch(epoch)
-        for images, target in loader:
-            yield (images.to(device, non_blocking=True), target.to(device, non_blocking=True))
-        epoch += 1
-
-
-def plain_optimizer_step(optimizer, scaler) -> None:
-    """One update with no framework: the one-worker step of every framework."""
-    if scaler is None:
-        optimizer.step()
-    else:
-        scaler.step(optimizer)
-        scaler.update()
-
-
-class Step:
-    """One training step, callable; counts GradScaler-skipped steps on the device (reading the
-    scale every step would synchronise the device inside the timed window)."""
-
-    def __init__(self, spec, optimizer_step: Callable, model, optimizer, batches, device):
-        import torch
-
-        self.criterion = torch.nn.CrossEntropyLoss()
-        self.optimizer_step = optimizer_step
-        self.model, self.optimizer, self.batches = model, optimizer, batches
-        self.dtype = (None if spec.precision == "fp32"
-                      else getattr(torch, AUTOCAST_DTYPES[spec.precision]))
-        self.device_type = device.type
-        self.scaler = torch.amp.GradScaler(device.type) if spec.precision == "fp16" else None
-        self.skipped = torch.zeros((), dtype=torch.int64, device=device)
-
-    def autocast(self):
-        import torch
-
-        if self.dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device_type, dtype=self.dtype)
-
-    def __call__(self):
-        images, target = next(self.batches)
-        self.optimizer.zero_grad()  # set_to_none by default; Horovod's wrapper takes no argument
-        with self.autocast():
-            loss = workloads.compute_loss(self.model(images), target, self.criterion)
-        if self.scaler is None:
-            loss.backward()
-            self.optimizer_step(self.optimizer, None)
-            return loss
-        self.scaler.scale(loss).backward()
-        before = self.scaler._scale.clone()  # the scale falls exactly when a step is skipped
-        self.optimizer_step(self.optimizer, self.scaler)
-        self.skipped += (self.scaler._scale < before).long().reshape(())
-        return loss
-
-    def skipped_steps(self) -> int:
-        return int(self.skipped.item())
-
-
-def make_step(spec, comm: Comm, model, optimizer, batches, device) -> Step:
-    return Step(spec, comm.optimizer_step, model, optimizer, batches, device)
-
-
-def timed_windows(step: Callable[[], Any], trials: int, iters: int, comm: Comm, device,
-                  clock: Callable[[], float]) -> tuple[list[float], float, Any]:
-    """`trials` windows of `iters` steps, each framed by a device sync and a barrier:
-    (window seconds, wall time of the first timed step, the last loss)."""
-    first_unix = None
-    windows: list[float] = []
-    loss = None
+def timed_windows(step: Step | Callable[[], Any], trials: int, iters: int, comm: Comm, device,
+                  clock: Callable[[], float]) -> Windows:
+    """`trials` windows of `iters` steps, each framed by a device sync and a barrier."""
+    out = Windows()
+    wait = getattr(step, "input_wait", lambda: 0.0)
     for _ in range(trials):
         synchronize(device)
         comm.barrier()
-        if first_unix is None:
-            first_unix = time.time()
+        if out.first_unix is None:
+            out.first_unix = time.time()
+        waited = wait()
         start = clock()
         for _ in range(iters):
-            loss = step()
+            out.last_loss = step()
         synchronize(device)
-        windows.append(clock() - start)
+        out.seconds.append(clock() - start)
+        out.input_wait.append(wait() - waited)
     comm.barrier()
-    return windows, first_unix, loss
+    return out
 
 
 def warm_up(step: Callable[[], Any], steps: int, comm: Comm, device) -> Any:
@@ -209,6 +120,9 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
 
     At one worker the model is not wrapped (every framework's one-worker step is the plain
     step); spec.measure_wrapper then also times the framework-wrapped step, as wrapper overhead.
+    With more workers and spec.breakdown_windows, extra windows time the same step without
+    gradient synchronisation (scalebench/breakdown.py turns them into a scaling-loss
+    breakdown).
     """
     import torch
 
@@ -221,36 +135,53 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
     model = model.to(device)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
-    if spec.data == "synthetic":
-        batches = synthetic_batches(spec, device)
-    else:
-        batches = imagefolder_batches(spec, comm, device)
-    if comm.world_size > 1:
+    batches = batch_source(spec, comm, device)
+    delay = spec.fault_step_delay if comm.rank == spec.fault_rank else 0.0
+    distributed = comm.world_size > 1
+    # The compute-only replica is copied before the framework touches the model: its
+    # parameters carry no gradient hooks (Horovod registers its allreduce on them).
+    replica = copy.deepcopy(model) if distributed and spec.breakdown_windows else None
+    if distributed:
         model, optimizer = comm.wrap(model, optimizer)
-        step = make_step(spec, comm, model, optimizer, batches, device)
+        step = make_step(spec, comm, model, optimizer, batches, device, delay)
     else:
-        step = Step(spec, plain_optimizer_step, model, optimizer, batches, device)
+        step = Step(spec, plain_optimizer_step, model, optimizer, batches, device, delay)
 
     train_start_unix = time.time()
     loss = warm_up(step, spec.warmup, comm, device)
     warmup_seconds = time.time() - train_start_unix
     skipped_before = step.skipped_steps()
-    windows, first_timed_step_unix, last = timed_windows(step, spec.trials, spec.iters, comm,
-                                                         device, clock)
-    loss = last if last is not None else loss
+    synced = timed_windows(step, spec.trials, spec.iters, comm, device, clock)
+    loss = synced.last_loss if synced.last_loss is not None else loss
     skipped = step.skipped_steps() - skipped_before if step.scaler is not None else None
 
-    wrapped_windows = None
-    if spec.measure_wrapper and comm.world_size == 1:
+    wrapped = None
+    if spec.measure_wrapper and not distributed:
         wrapped_model, wrapped_opt = comm.wrap(model, optimizer)
-        wrapped = make_step(spec, comm, wrapped_model, wrapped_opt, batches, device)
-        warm_up(wrapped, max(1, spec.warmup), comm, device)
-        wrapped_windows, _, _ = timed_windows(wrapped, spec.trials, spec.iters, comm, device,
-                                              clock)
+        wrapped_step = make_step(spec, comm, wrapped_model, wrapped_opt, batches, device)
+        warm_up(wrapped_step, max(1, spec.warmup), comm, device)
+        wrapped = timed_windows(wrapped_step, spec.trials, spec.iters, comm, device, clock)
+
+    nosync = None
+    if replica is not None:
+        replica_opt = torch.optim.SGD(replica.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+        local_step = Step(spec, plain_optimizer_step, replica, replica_opt, batches, device,
+                          delay)
+        warm_up(local_step, max(1, min(spec.warmup, 2)), comm, device)
+        nosync = timed_windows(local_step, spec.breakdown_windows, spec.iters, comm, device,
+                               clock)
+        del replica, replica_opt, local_step
+
+    profile_path = None
+    if spec.profile and job.run_dir:
+        profile_path = profile_window(step, spec.iters, comm, device, Path(job.run_dir))
 
     final_loss = float(loss.detach().float().item()) if loss is not None else None
     local = {
-        "window_seconds": windows,
+        "window_seconds": synced.seconds,
+        "input_wait_seconds": synced.input_wait,
+        "nosync_window_seconds": None if nosync is None else nosync.seconds,
+        "nosync_input_wait_seconds": None if nosync is None else nosync.input_wait,
         "hostname": socket.gethostname(),
         "device_name": device_name(device),
         "threads": torch.get_num_threads(),
@@ -264,6 +195,11 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         return None
     return {
         "window_seconds": [g["window_seconds"] for g in gathered],
+        "input_wait_seconds": [g["input_wait_seconds"] for g in gathered],
+        "nosync_window_seconds": None if nosync is None else
+        [g["nosync_window_seconds"] for g in gathered],
+        "nosync_input_wait_seconds": None if nosync is None else
+        [g["nosync_input_wait_seconds"] for g in gathered],
         "hostnames": [g["hostname"] for g in gathered],
         "device_names": [g["device_name"] for g in gathered],
         "threads": [g["threads"] for g in gathered],
@@ -271,15 +207,52 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         "param_checksums": [g["param_checksum"] for g in gathered],
         "topology": [g["topology"] for g in gathered],
         "scaler_skipped_steps": [g["scaler_skipped_steps"] for g in gathered],
-        "wrapped_window_seconds": None if wrapped_windows is None else [wrapped_windows],
+        "wrapped_window_seconds": None if wrapped is None else [wrapped.seconds],
         "math": math_settings(device),
         "step": dict(STEP_RULES),
+        "faults": faults(spec),
+        "profile": profile_path,
         "aux_logits": aux,
         "build_start_unix": build_start_unix,
         "train_start_unix": train_start_unix,
-        "first_timed_step_unix": first_timed_step_unix,
+        "first_timed_step_unix": synced.first_unix,
         "warmup_seconds": warmup_seconds,
     }
+
+
+def faults(spec) -> dict[str, Any]:
+    """The fault injections this run had (empty: none, the normal case)."""
+    out: dict[str, Any] = {}
+    if spec.fault_step_delay and spec.fault_rank is not None:
+        out["step_delay"] = {"rank": spec.fault_rank, "seconds": spec.fault_step_delay}
+    if spec.fault_input_delay:
+        out["input_delay_seconds"] = spec.fault_input_delay
+    return out
+
+
+def profile_window(step: Step, iters: int, comm: Comm, device, run_dir: Path) -> str | None:
+    """One extra window under torch.profiler on rank 0 (outside the timed windows), saved as
+    a Chrome trace in the run folder; its path goes into the record's artifacts."""
+    import torch.profiler as tp
+
+    activities = [tp.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(tp.ProfilerActivity.CUDA)
+    comm.barrier()
+    path = None
+    if comm.rank == 0:
+        with tp.profile(activities=activities) as prof:
+            for _ in range(iters):
+                step()
+            synchronize(device)
+        path = run_dir / "profile-rank0.json"
+        prof.export_chrome_trace(str(path))
+    else:
+        for _ in range(iters):
+            step()
+        synchronize(device)
+    comm.barrier()
+    return None if path is None else str(path)
 
 
 def param_checksum(model) -> float:

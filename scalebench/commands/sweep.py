@@ -15,7 +15,8 @@ TOP_FLAGS = {  # flag dest -> SweepSpec field
     "device": "device", "scaling": "scaling", "data": "data", "out": "out",
     "loader_workers": "loader_workers", "threads_per_worker": "threads_per_worker",
     "repeats": "repeats", "seed": "seed", "tf32": "tf32", "launcher": "launcher",
-    "launch": "launch",
+    "launch": "launch", "breakdown": "breakdown", "profile": "profile",
+    "inject_step_delay": "inject_step_delay", "inject_input_delay": "inject_input_delay",
 }
 
 
@@ -46,6 +47,14 @@ def register(sub) -> None:
     p.add_argument("--launch", help="grouped (default: configurations that share a launch - "
                    "framework, workers, precision, options - run in one launched worker group, "
                    "each with its own warm-up, windows and record) or isolated (one launch each)")
+    p.add_argument("--breakdown", action=argparse.BooleanOptionalAction, default=None,
+                   help="time extra windows without gradient sync at N > 1 workers (as many as "
+                   "trials, at most 3) for the scaling-loss breakdown (default on)")
+    p.add_argument("--profile", action="store_true", default=None,
+                   help="save a torch.profiler Chrome trace of one extra window on rank 0 per run")
+    g = p.add_argument_group("fault injection (tests of the breakdown; off by default)")
+    g.add_argument("--inject-step-delay", help="RANK:SECONDS: sleep after every step on that rank")
+    g.add_argument("--inject-input-delay", help="SECONDS: sleep before every batch on every rank")
     p.add_argument("--launcher", help="local (each framework's launcher) or slurm (job steps "
                    "inside an allocation)")
     p.add_argument("--out", help="output folder (default results/<workload name>)")

@@ -58,13 +58,16 @@ def plan_groups(jobs: Sequence[Job], mode: str) -> list[list[Job]]:
 def make_job(members: Sequence[Job], group_id: str, run_dir: Path) -> tuple[Job, list[Job]]:
     """The launch of a group and its members as recorded (each knowing its place). The group's
     timeout is the sum of its members' timeouts."""
-    placed = [dataclasses.replace(job, group=GroupPlace(group_id, i, len(members)))
+    folder = str(Path(run_dir).resolve())
+    placed = [dataclasses.replace(job, group=GroupPlace(group_id, i, len(members)),
+                                  run_dir=folder)
               for i, job in enumerate(members, start=1)]
     first = placed[0]
     launch = dataclasses.replace(first.launch,
                                  timeout=sum(job.launch.timeout for job in placed))
-    spec = GroupSpec(tuple(job.to_json() for job in placed), str(Path(run_dir).resolve()))
-    return Job(group_id, KIND, launch, spec, first.repeat, first.repeats, first.order_seed), placed
+    spec = GroupSpec(tuple(job.to_json() for job in placed), folder)
+    return Job(group_id, KIND, launch, spec, first.repeat, first.repeats, first.order_seed,
+               run_dir=folder), placed
 
 
 def _write(path: Path, data: dict) -> None:

@@ -43,6 +43,13 @@ class TrainSpec:
     params: int
     tf32: str = "default"  # CUDA fp32 math: default, on, off (config.TF32_MODES)
     measure_wrapper: bool = False  # also time the DDP-wrapped one-worker step (wrapper overhead)
+    breakdown_windows: int = 0  # extra windows without gradient sync (scaling-loss breakdown)
+    profile: bool = False  # a torch.profiler trace of one extra window on rank 0
+    # Fault injection (tests of the breakdown; off by default): sleep after each step on one
+    # rank, and before each batch on every rank.
+    fault_rank: int | None = None
+    fault_step_delay: float = 0.0
+    fault_input_delay: float = 0.0
 
 
 # field -> allowed types, beyond records.COMMON_FIELDS and LAUNCH_FIELDS
@@ -145,10 +152,23 @@ def plan(sweep, device: devices.DeviceInfo) -> list[Job]:
                         iters=sweep.iters, trials=sweep.trials,
                         loader_workers=sweep.loader_workers, params=info.param_count(aux),
                         tf32=sweep.tf32,
-                        measure_wrapper=framework in WRAPPER_OVERHEAD_FRAMEWORKS and world == 1)
+                        measure_wrapper=framework in WRAPPER_OVERHEAD_FRAMEWORKS and world == 1,
+                        breakdown_windows=breakdown_windows(sweep, world),
+                        profile=sweep.profile, fault_rank=sweep.fault_rank,
+                        fault_step_delay=sweep.fault_step_delay,
+                        fault_input_delay=sweep.fault_input_delay)
                     configs.append((framework, launch_spec(sweep, framework, world, device),
                                     spec))
     return interleave(configs, sweep.repeats, sweep.seed)
+
+
+MAX_BREAKDOWN_WINDOWS = 3
+
+
+def breakdown_windows(sweep, world: int) -> int:
+    """As many no-sync windows as trials, at most 3; none at one worker or with --no-breakdown
+    (they must not double a sweep)."""
+    return min(sweep.trials, MAX_BREAKDOWN_WINDOWS) if sweep.breakdown and world > 1 else 0
 
 
 def interleave(configs: list[tuple[str, LaunchSpec, TrainSpec]], repeats: int,
@@ -234,7 +254,13 @@ def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_rea
         step=result.get("step", {}),
         math=result.get("math", {}),
         scaler_skipped_steps=skipped_steps(result),
+        input_wait_seconds=result.get("input_wait_seconds"),
+        nosync_window_seconds=result.get("nosync_window_seconds"),
+        nosync_input_wait_seconds=result.get("nosync_input_wait_seconds"),
+        faults=result.get("faults", {}),
     )
+    if result.get("profile"):
+        record["artifacts"] = {**record["artifacts"], "profile": result["profile"]}
     wrapped = result.get("wrapped_window_seconds")
     if wrapped:
         trial_wrapped = stats.trial_throughputs(wrapped, spec.global_batch * spec.iters)

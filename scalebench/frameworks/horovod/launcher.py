@@ -8,8 +8,8 @@ from pathlib import Path
 
 from scalebench.frameworks import process
 from scalebench.frameworks.base import MIB, Framework, LaunchOutcome
-from scalebench.frameworks.horovod import options as hvd_options
 from scalebench.frameworks.horovod import install
+from scalebench.frameworks.horovod import options as hvd_options
 from scalebench.frameworks.horovod.install import check_installation, horovodrun_path
 from scalebench.launch import Job
 
