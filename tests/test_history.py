@@ -170,3 +170,42 @@ def test_history_of_the_whole_reference_set(tmp_path):
     assert sorted(history.line_label(line) for line in lines) == [
         "ddp x1", "ddp x2", "horovod [fp16_allreduce] x1", "horovod [fp16_allreduce] x2",
         "horovod x1", "horovod x2"]
+
+
+# ---------------------------------------------------------------- repeats
+
+def repeated_sweep(hour: int, seed: int, commit: str, means_1, means_2) -> list[dict]:
+    from tests.conftest import launches
+
+    env = {"env": {"git_commit": commit}}
+    return (launches([(m - 0.1, m, m + 0.1) for m in means_1], seed, hour, **env)
+            + launches([(m - 0.1, m, m + 0.1) for m in means_2], seed, hour, world_size=2,
+                       **env))
+
+
+def test_the_launches_of_one_sweep_are_one_point(tmp_path):
+    store = tmp_path / "h.jsonl"
+    history.add(store, repeated_sweep(1, 11, "c1", (10.0, 11.0, 9.0), (19.0, 20.9, 17.1)))
+    history.add(store, repeated_sweep(2, 22, "c2", (8.0, 8.8, 7.2), (15.2, 16.7, 13.7)))
+    rows, _ = history.load_store(store)
+    assert len(rows) == 12 and {r["repeats"] for r in rows} == {3}
+    (lines,) = history.trends(rows, "throughput").values()
+    points = lines[("ddp", 1, 1)]
+    assert [p.commit for p in points] == ["c1", "c2"]  # not one point per launch
+    assert points[0].samples.processes == 3 and points[0].summary.mean == pytest.approx(10.0)
+    judged = points[1].judgement
+    assert judged.difference.basis == "processes" and judged.change_pct == pytest.approx(-20.0)
+    assert "3 processes (3 trials each)" in judged.difference.samples
+
+
+def test_history_efficiency_pairs_the_same_launch(tmp_path):
+    store = tmp_path / "h.jsonl"
+    history.add(store, repeated_sweep(1, 11, "c1", (10.0, 11.0), (19.0, 19.8)))
+    rows, _ = history.load_store(store)
+    two = sorted((r for r in rows if r["world_size"] == 2), key=lambda r: r["repeat"])
+    assert [r["efficiency"] for r in two] == pytest.approx([0.95, 0.9])
+    # trial i against trial i of the same one-worker launch
+    assert two[1]["efficiency_samples"] == pytest.approx([19.7 / 21.8, 19.8 / 22.0, 19.9 / 22.2])
+    (lines,) = history.trends(rows, "efficiency").values()
+    [point] = lines[("ddp", 2, 1)]
+    assert point.samples.process_values == pytest.approx((0.95, 0.9))

@@ -185,3 +185,68 @@ def test_a_summary_row_has_its_records_configuration_key():
                fake_record(world_size=2, options={"bucket_cap_mb": 50})]
     rows = analysis.summary_rows(records)
     assert {identity.config_key(r) for r in rows} == {identity.config_key(r) for r in records}
+
+
+# ---------------------------------------------------------------- TF32 setting
+
+def cuda(tf32: str | None = None, world_size: int = 1, trials=TIGHT_1, **fields) -> dict:
+    extra = {} if tf32 is None else {"tf32": tf32}
+    return fake_record(trials, world_size=world_size, device="cuda",
+                       env={"device_kind": "NVIDIA H200", "backend": "nccl"}, **extra, **fields)
+
+
+def test_tf32_settings_are_different_configurations():
+    absent, default, on, off = cuda(), cuda("default"), cuda("on"), cuda("off")
+    assert identity.config_key(absent) == identity.config_key(default)
+    assert len({identity.config_key(r) for r in (default, on, off)}) == 3
+    assert identity.series_key(on) != identity.series_key(off)
+    assert identity.series_key(absent) == identity.series_key(default)
+    assert identity.baseline_key(cuda("off", world_size=2)) == identity.config_key(off)
+    assert identity.describe(identity.config_key(off)).endswith(" tf32 off")
+    assert "tf32" not in identity.describe(identity.config_key(default))
+    # --resume: a run with TF32 off does not stand in for a planned default one
+    assert identity.resume_key(on) != identity.resume_key(default)
+    assert identity.resume_key(absent) == identity.resume_key(default)
+
+
+def test_history_ids_of_default_tf32_records_do_not_change():
+    from scalebench import history
+
+    r = fake_record()
+    assert history._row_id(r) == history._row_id({**r, "tf32": "default"})
+    assert history._row_id(r) != history._row_id({**r, "tf32": "on"})
+
+
+def test_summary_rows_keep_tf32_settings_apart_and_label_tf32_math():
+    on_math = {"cudnn_allow_tf32": True, "matmul_precision": "highest"}
+    off_math = {"cudnn_allow_tf32": False, "matmul_precision": "highest"}
+    records = [cuda("on", math=on_math), cuda("off", math=off_math),
+               cuda(math={"cudnn_allow_tf32": False, "matmul_precision": "high"}),
+               fake_record(math={"cudnn_allow_tf32": None, "matmul_precision": None})]
+    rows = {(r["device"], r["tf32"]): r for r in analysis.summary_rows(records)}
+    assert set(rows) == {("cuda", "on"), ("cuda", "off"), ("cuda", "default"), ("cpu", "default")}
+    assert rows["cuda", "on"]["precision_label"] == "fp32 (TF32)"
+    assert rows["cuda", "off"]["precision_label"] == "fp32"
+    assert rows["cuda", "default"]["precision_label"] == "fp32 (TF32)"  # matmuls at "high"
+    assert rows["cpu", "default"]["precision_label"] == "fp32"
+    # a record without the measured math: its setting says it
+    assert analysis.precision_label([cuda("on")]) == "fp32 (TF32)"
+    assert analysis.precision_label([cuda()]) == "fp32"
+
+
+def test_summary_csv_has_the_new_columns(tmp_path, capsys):
+    from tests.conftest import launches
+
+    records = launches([TIGHT_1, TIGHT_1, TIGHT_1]) + [
+        fake_record(TIGHT_2, world_size=2, warnings=["fp16: GradScaler skipped 2 steps"])]
+    write_records(tmp_path / "results.jsonl", records)
+    assert cli.main(["report", str(tmp_path)]) == 0, capsys.readouterr()
+    with open(tmp_path / "summary.csv") as fh:
+        rows = {r["world_size"]: r for r in csv.DictReader(fh)}
+    for name in ("processes", "processes_planned", "trials_total", "samples_basis",
+                 "precision_label", "tf32", "wrapper_overhead", "warnings"):
+        assert name in rows["1"], name
+    assert (rows["1"]["processes"], rows["1"]["processes_planned"]) == ("3", "3")
+    assert (rows["1"]["samples_basis"], rows["2"]["samples_basis"]) == ("processes", "trials")
+    assert rows["1"]["trials_total"] == "9" and rows["2"]["tf32"] == "default"
+    assert rows["2"]["warnings"] == "fp16: GradScaler skipped 2 steps"

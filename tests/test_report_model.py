@@ -129,3 +129,74 @@ def test_format_helpers():
     assert pct(0.95) == "95.0%"
     assert interval(1.0, 2.0) == "1–2" and interval(None, 2.0, missing="none") == "none"
     assert pct_interval(0.41, 0.559) == "41.0–55.9%"
+
+
+# ---------------------------------------------------------------- repeats, TF32, wrapper, warnings
+
+def rich_records() -> list[dict]:
+    """DDP on CUDA with TF32 in use: 3 launches at one worker (which also timed the DDP-wrapped
+    step), one launch at two workers with a warning, and a failed third launch."""
+    from tests.conftest import launches
+
+    cuda = {"device": "cuda", "env": {"device_kind": "NVIDIA H200", "backend": "nccl"},
+            "math": {"cudnn_allow_tf32": True, "matmul_precision": "highest"}}
+    one = launches([(100.0, 101.0, 99.0), (110.0, 111.0, 109.0), (90.0, 91.0, 89.0)], **cuda)
+    for r, wrapped in zip(one, (90.0, 99.0, 81.0), strict=True):
+        r.update(trial_wrapped_images_per_sec=[wrapped] * 3, wrapped_images_per_sec=wrapped,
+                 wrapper_overhead=1 - wrapped / r["images_per_sec"])
+    two = launches([(180.0, 181.0, 179.0), (182.0, 183.0, 181.0)], world_size=2, **cuda)
+    two[0]["warnings"] = ["fp16: GradScaler skipped 3 of 10 timed steps"]
+    failed = {**fake_record(world_size=2, status="failed", error="NCCL watchdog timeout", **cuda),
+              "repeat": 3, "repeats": 3}
+    two[1]["repeats"] = 3
+    return one + two + [failed]
+
+
+def test_rows_say_which_samples_and_how_many_launches():
+    model = report.build(rich_records(), [])
+    rows = {r["world_size"]: r for r in model.rows}
+    assert rows[1]["samples_text"] == "3 processes (3 trials each)"
+    assert rows[2]["launches_text"] == "2 of 3 launches ok"
+    md, page = markdown.render(model, {}), html_report.page(model, {})
+    for text in (md, page):
+        assert "3 processes (3 trials each)" in text and "2 of 3 launches ok" in text
+        assert ("from per-process means for 2 runs (two or more launches), from trials for "
+                "0 runs") in text
+        assert "3 launches of each configuration" in text
+    # launch means 100, 110, 90: 10% apart, though each launch is tight inside
+    assert ("1 of 2 runs vary by more than 5% from launch to launch: inception_v3 ddp x1, "
+            "3 processes (3 trials each)") in model.noisy_text
+
+
+def test_tf32_shows_in_the_precision_label():
+    model = report.build(rich_records(), [])
+    md = markdown.render(model, {})
+    assert "| inception_v3 | ddp | fp32 (TF32) | 2 |" in md
+    assert model.groups[0].title.endswith("fp32 (TF32)")
+    assert "fp32 (TF32)" in html_report.page(model, {})
+    cpu = report.build([fake_record()], [])
+    assert "| inception_v3 | ddp | fp32 | 1 |" in markdown.render(cpu, {})
+
+
+def test_ddp_wrapper_overhead_in_both_reports():
+    model = report.build(rich_records(), [])
+    [row] = model.wrapper
+    assert row["wrapped_images_per_sec"] == pytest.approx(90.0)
+    assert row["wrapper_overhead"] == pytest.approx(0.1)
+    md = markdown.render(model, {}).split("## Framework vs framework")[1]
+    page = html_report.page(model, {}).split('id="frameworks"')[1]
+    for section in (md, page):
+        assert "DDP&#x27;s wrapper at one worker" in section or \
+            "DDP's wrapper at one worker" in section
+        assert "10.0%" in section and "90" in section
+
+
+def test_run_warnings_next_to_the_runs_in_both_reports(tmp_path):
+    report.write_all(rich_records(), [], tmp_path)
+    md, page = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
+    headline_md = md.split("## Throughput and scaling efficiency")[1].split("## Figures")[0]
+    headline_html = page.split('id="headline"')[1].split('id="figures"')[0]
+    for section in (headline_md, headline_html):
+        assert "inception_v3 ddp x2: launch 1: fp16: GradScaler skipped 3 of 10 timed steps" \
+            in section
+        assert "launch 3 failed: NCCL watchdog timeout" in section
