@@ -54,3 +54,49 @@ def test_link_share_compares_exposed_time_with_the_links_bandwidth():
     # ring factor 1 at 2 workers: 1e8 bytes in 0.1 s needs 1e9 B/s; link measured 2e9 B/s
     assert breakdown.link_share(row, 2e9, 1e8) == pytest.approx(0.5)
     assert breakdown.link_share({**row, "communication_seconds_per_step": 0.0}, 2e9, 1e8) is None
+
+
+def check_real_breakdown(records: list[dict]) -> list[dict]:
+    """For a real 1- and 2-worker sweep: every 2-worker run has a breakdown whose parts and
+    efficiency account for 100% of ideal within 5 points, and its compute-only (no-sync)
+    throughput is not below the synced one beyond noise (10%)."""
+    rows = breakdown.rows(records)
+    two = [r for r in records if r["world_size"] == 2 and r["status"] == "ok"]
+    assert len(rows) == len(two) > 0
+    for row in rows:
+        assert abs(row["accounted"] - 1.0) <= 0.05, row
+    for r in two:
+        assert len(r["nosync_window_seconds"]) == 2
+        assert len(r["nosync_window_seconds"][0]) == min(r["trials"], 3)
+        slowest = breakdown.parts(r, 1.0).nosync_images_per_sec
+        assert slowest >= 0.9 * r["images_per_sec"], (slowest, r["images_per_sec"])
+    return rows
+
+
+@pytest.mark.slow
+def test_injected_straggler_and_input_delay_show_up_where_they_belong(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import cli_env, read_records
+
+    def sweep(out, *extra):
+        proc = subprocess.run(
+            [sys.executable, "-m", "scalebench", "sweep", "--frameworks", "ddp", "--models",
+             "inception_v3", "--workers", "1,2", "--image-size", "75", "--batch-size", "2",
+             "--warmup", "1", "--iters", "3", "--trials", "3", "--threads-per-worker", "1",
+             "--device", "cpu", "--quiet", "--out", str(out), *extra],
+            capture_output=True, text=True, env=cli_env(), timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return read_records(out / "results.jsonl")
+
+    straggled = sweep(tmp_path / "straggler", "--inject-step-delay", "1:0.3")
+    [row] = breakdown.rows(straggled)
+    assert straggled[1]["faults"] == {"step_delay": {"rank": 1, "seconds": 0.3}}
+    assert abs(row["straggler_seconds_per_step"] - 0.3) <= 0.3 * 0.3, row
+    assert row["largest_loss"] == "straggler"
+
+    starved = sweep(tmp_path / "input", "--inject-input-delay", "0.2")
+    [row] = breakdown.rows(starved)
+    assert abs(row["input_wait_seconds_per_step"] - 0.2) <= 0.3 * 0.2, row
+    assert row["input_wait"] > 0.05

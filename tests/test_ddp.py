@@ -15,6 +15,7 @@ import pytest
 
 from scalebench import results
 from tests.conftest import TINY, cli_env, read_records
+from tests.test_breakdown import check_real_breakdown
 
 pytestmark = pytest.mark.slow
 
@@ -95,6 +96,7 @@ def test_all_models_one_and_two_workers(tmp_path):
         assert (out / name).stat().st_size > 1000
     assert "| vgg16 | ddp | fp32 | 2 |" in (out / "report.md").read_text()
     assert "[6/6] vgg16 ddp x2 fp32: " in proc.stdout
+    check_real_breakdown(records)
 
 
 def results_cores() -> int:

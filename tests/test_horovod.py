@@ -13,6 +13,7 @@ from scalebench.devices import DeviceInfo
 from scalebench.frameworks.horovod import install, launcher
 from scalebench.tasks import train
 from tests.conftest import TINY, cli_env, read_records
+from tests.test_breakdown import check_real_breakdown
 
 AVAILABLE, REASON = install.check_installation()
 needs_horovod = pytest.mark.skipif(not AVAILABLE, reason=f"Horovod unavailable: {REASON}")
@@ -75,6 +76,7 @@ def test_all_models_one_and_two_workers_with_identical_replicas(tmp_path):
         sums = r["param_checksums"]
         assert len(sums) == r["world_size"] and max(sums) - min(sums) <= 1e-6 * abs(sums[0])
         assert r["warnings"] == []
+    check_real_breakdown(records)
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ from scalebench.frameworks.ray import resources as ray_resources
 from scalebench.progress import Progress
 from scalebench.sweep import run_sweep
 from tests.conftest import REPO, TINY, cli_env, read_records
+from tests.test_breakdown import check_real_breakdown
 
 ray = pytest.importorskip("ray")
 
@@ -218,6 +219,7 @@ def test_all_models_one_and_two_workers(tmp_path, two_nodes):
         assert len({t["node_id"] for t in r["topology"]}) == r["nodes"]
         assert 0 < r["startup_seconds"] < 600
         assert r["options"] == {"address": two_nodes, "placement": "PACK"}
+    check_real_breakdown(records)
 
 
 @pytest.mark.slow
