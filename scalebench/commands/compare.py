@@ -22,7 +22,8 @@ def register(sub) -> None:
     p.add_argument("--threshold", type=float, default=5.0,
                    help="percent a metric must worsen by, besides being significant (default 5)")
     p.add_argument("--alpha", type=float, default=0.05,
-                   help="significance level of the test on per-trial samples (default 0.05)")
+                   help="significance level of the test, on per-process means where both sides "
+                   "have two or more launches of a configuration, else on trials (default 0.05)")
     p.add_argument("--metric", default="throughput,efficiency",
                    help="comma list: throughput,efficiency (default both)")
     p.add_argument("--markdown", help="also write the table as markdown (for a CI job summary); "

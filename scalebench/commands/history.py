@@ -55,5 +55,5 @@ def run_plot(args: argparse.Namespace) -> int:
         print(f"regression: {metric} of {history.panel_title(panel)} {history.line_label(line)} "
               f"at {point.when.isoformat()} (commit {point.commit or 'unknown'}): "
               f"{point.judgement.change_pct:+.1f}% vs the previous point "
-              f"({point.judgement.difference.test})")
+              f"({point.judgement.difference.test}, {point.judgement.difference.samples})")
     return 0

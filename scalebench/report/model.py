@@ -89,8 +89,8 @@ def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
             "configuration was launched two or more times (`--repeats`, each launch a separate "
             "process), the samples are the per-process means, one per launch, because trials "
             "inside one process share its placement, clocks and allocator state; with one launch "
-            "they are its trials. The \"samples\" column says which. Few samples give wide "
-            "intervals. Efficiency intervals combine both runs' uncertainty (delta method).",
+            "they are its trials. Each run says which samples stand behind it. Few samples "
+            "give wide intervals. Efficiency intervals combine both runs' uncertainty (delta method).",
             "**Efficiency** = throughput(N) / (N × throughput(1)): 100% is perfect linear "
             "scaling. It is taken against the same framework's one-worker run and, in \"vs best "
             "1-worker\", against the fastest one-worker run of any framework, which keeps a slow "
