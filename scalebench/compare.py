@@ -26,7 +26,8 @@ from scalebench.errors import UserError
 
 # Settings outside the configuration key that still change the numbers: a row notes when they
 # differ. (Which records are the same configuration is identity.config_key's answer.)
-SETTING_FIELDS = ("warmup", "iters", "threads_per_worker", "aux_logits", "options")
+# `step`: the step rules (e.g. the one-worker step unwrapped); `math`: the fp32 math measured.
+SETTING_FIELDS = ("warmup", "iters", "threads_per_worker", "aux_logits", "options", "step", "math")
 METRICS = ("throughput", "efficiency")
 VERDICTS = ("regression", "improvement", "unchanged", "new", "missing")
 Runs = dict[tuple, analysis.Runs]

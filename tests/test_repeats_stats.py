@@ -174,3 +174,10 @@ def test_verdicts_name_processes_and_trials():
     c = compare.compare([fake_record()], [fake_record()], metrics="throughput")
     assert "on trials: 3 trials (1 process) vs 3 trials (1 process)" in c.verdicts[0].reason
     assert "on trials: 3 trials (1 process)" in compare.render_markdown(c)
+
+
+def test_a_changed_step_rule_is_noted():
+    # a baseline recorded before the one-worker step was unwrapped is not silently the same
+    step = {"broadcast_buffers": False, "one_worker_unwrapped": True}
+    (v,) = compare.compare([fake_record()], [fake_record(step=step)], metrics="throughput").verdicts
+    assert f"step differs: None -> {step!r}" in v.notes
