@@ -109,8 +109,10 @@ def _setting_notes(key: tuple, base: Runs, cur: Runs) -> tuple[str, ...]:
     b, c = base[key].newest_ok, cur[key].newest_ok
     notes = []
     for f in SETTING_FIELDS:
-        if b.get(f) != c.get(f):
-            notes.append(f"{f} differs: {b.get(f)!r} -> {c.get(f)!r}")
+        # an empty step or math dict says no more than a record written before the field
+        old, new = b.get(f) if b.get(f) != {} else None, c.get(f) if c.get(f) != {} else None
+        if old != new:
+            notes.append(f"{f} differs: {old!r} -> {new!r}")
     if b.get("trials") != c.get("trials"):
         notes.append(f"trials {b.get('trials')} -> {c.get('trials')}")
     if base[key].processes != cur[key].processes:

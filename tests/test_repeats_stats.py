@@ -181,3 +181,6 @@ def test_a_changed_step_rule_is_noted():
     step = {"broadcast_buffers": False, "one_worker_unwrapped": True}
     (v,) = compare.compare([fake_record()], [fake_record(step=step)], metrics="throughput").verdicts
     assert f"step differs: None -> {step!r}" in v.notes
+    # an empty one (as on records without step rules) is no difference
+    (v,) = compare.compare([fake_record()], [fake_record(step={})], metrics="throughput").verdicts
+    assert not any(n.startswith("step differs") for n in v.notes)
