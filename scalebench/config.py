@@ -53,6 +53,7 @@ class SweepSpec:
     launcher: str = "local"  # local: each framework's own launcher; slurm: job steps
     launch: str = "grouped"  # grouped: configurations sharing a launch run in one; isolated
     breakdown: bool = True  # no-sync windows at N > 1 workers for the scaling-loss breakdown
+    with_allreduce: bool = False  # measure each framework's allreduce first (link for the model)
     profile: bool = False  # a torch.profiler trace of one window on rank 0 per run
     # Fault injection, off by default (tests of the breakdown): a delay after every step on one
     # rank, and a delay before every batch on all ranks.
@@ -94,6 +95,7 @@ _TOP_FIELDS: dict[str, Any] = {
     "launcher": lambda v: fields.choice("launcher", v, LAUNCHERS),
     "launch": lambda v: fields.choice("launch", v, LAUNCH_MODES),
     "breakdown": lambda v: fields.boolean("breakdown", v),
+    "with_allreduce": lambda v: fields.boolean("with_allreduce", v),
     "profile": lambda v: fields.boolean("profile", v),
     "inject_step_delay": lambda v: _step_delay(v),
     "inject_input_delay": lambda v: fields.number("inject_input_delay", v, 0),

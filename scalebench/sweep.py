@@ -3,6 +3,7 @@ Each is plan -> executor.execute; commands/ only parse arguments into these call
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,10 +25,32 @@ class SweepOutcome:
     interrupted: bool = False
 
 
+def allreduce_jobs(sweep: SweepSpec, device: devices.DeviceInfo) -> list:
+    """--with-allreduce: each framework's own allreduce at its own message size (DDP bucket,
+    Horovod fusion buffer) and at 1 MiB (the latency end of the link fit), at every worker
+    count of the sweep from 2 up, before the training runs."""
+    from scalebench import frameworks
+
+    workers = [w for w in train.sweep_workers(sweep, device) if w >= 2]
+    if not workers:
+        return []
+    jobs = []
+    for framework in sweep.frameworks:
+        options = dataclasses.asdict(sweep.options(framework))
+        bucket = frameworks.bucket_bytes(framework, options) or allreduce.MIB
+        sizes = sorted({allreduce.MIB, bucket - bucket % 4})
+        one = dataclasses.replace(sweep, frameworks=(framework,), workers=tuple(workers))
+        jobs += allreduce.plan(one, sizes, "float32", device)
+    return jobs
+
+
 def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcome:
-    """Plan the training runs, execute them, then write summary, figures and reports."""
+    """Plan the training runs (and with --with-allreduce the link measurements first), execute
+    them, then write summary, figures and reports."""
     device = devices.resolve(sweep.device)
     jobs = train.plan(sweep, device)
+    if sweep.with_allreduce:
+        jobs = allreduce_jobs(sweep, device) + jobs
     progress = progress or Progress(len(jobs), live=False if sweep.quiet else None)
     if not progress.total:
         progress.total = len(jobs)

@@ -16,6 +16,7 @@ TOP_FLAGS = {  # flag dest -> SweepSpec field
     "loader_workers": "loader_workers", "threads_per_worker": "threads_per_worker",
     "repeats": "repeats", "seed": "seed", "tf32": "tf32", "launcher": "launcher",
     "launch": "launch", "breakdown": "breakdown", "profile": "profile",
+    "with_allreduce": "with_allreduce",
     "inject_step_delay": "inject_step_delay", "inject_input_delay": "inject_input_delay",
 }
 
@@ -50,6 +51,10 @@ def register(sub) -> None:
     p.add_argument("--breakdown", action=argparse.BooleanOptionalAction, default=None,
                    help="time extra windows without gradient sync at N > 1 workers (as many as "
                    "trials, at most 3) for the scaling-loss breakdown (default on)")
+    p.add_argument("--with-allreduce", action="store_true", default=None,
+                   help="first time each framework's own allreduce at its bucket/fusion size "
+                   "and 1 MiB at every worker count >= 2: the report then compares the exposed "
+                   "communication with the link's measured bandwidth")
     p.add_argument("--profile", action="store_true", default=None,
                    help="save a torch.profiler Chrome trace of one extra window on rank 0 per run")
     g = p.add_argument_group("fault injection (tests of the breakdown; off by default)")

@@ -32,6 +32,7 @@ KIND = "allreduce"
 DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
 DEFAULT_SIZES = "1M,16M,128M,512M"
 DEFAULT_OUT = "results/allreduce"
+MIB = 2**20
 
 
 def parse_sizes(text: str, dtype: str) -> tuple[int, ...]:
