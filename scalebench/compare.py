@@ -30,15 +30,15 @@ from scalebench.errors import UserError
 SETTING_FIELDS = ("warmup", "iters", "threads_per_worker", "aux_logits", "options", "step", "math")
 METRICS = ("throughput", "efficiency")
 VERDICTS = ("regression", "improvement", "unchanged", "new", "missing")
-Runs = dict[tuple, analysis.Runs]
+RunIndex = dict[tuple, analysis.Runs]  # configuration key -> its runs
 
 
-def index_runs(records: Iterable[dict]) -> Runs:
+def index_runs(records: Iterable[dict]) -> RunIndex:
     """Train records by configuration key (analysis.group_runs)."""
     return analysis.group_runs(records)
 
 
-def metric_samples(metric: str, key: tuple, runs: Runs) -> tuple[stats.Samples | None, str]:
+def metric_samples(metric: str, key: tuple, runs: RunIndex) -> tuple[stats.Samples | None, str]:
     """(samples, reason when there are none) for one configuration on one side."""
     side = runs.get(key)
     if side is None:
@@ -105,7 +105,7 @@ class Verdict:
         return identity.describe(self.key)
 
 
-def _setting_notes(key: tuple, base: Runs, cur: Runs) -> tuple[str, ...]:
+def _setting_notes(key: tuple, base: RunIndex, cur: RunIndex) -> tuple[str, ...]:
     b, c = base[key].newest_ok, cur[key].newest_ok
     notes = []
     for f in SETTING_FIELDS:
@@ -123,7 +123,7 @@ def _setting_notes(key: tuple, base: Runs, cur: Runs) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def baseline_moved(key: tuple, base: Runs, cur: Runs, threshold: float, alpha: float
+def baseline_moved(key: tuple, base: RunIndex, cur: RunIndex, threshold: float, alpha: float
                    ) -> str | None:
     """When an efficiency change comes from the one-worker baseline while the N-worker
     throughput held: that, in words; else None."""
@@ -140,7 +140,7 @@ def baseline_moved(key: tuple, base: Runs, cur: Runs, threshold: float, alpha: f
             "efficiency changed because its baseline did")
 
 
-def compare_metric(metric: str, base: Runs, cur: Runs, threshold: float, alpha: float
+def compare_metric(metric: str, base: RunIndex, cur: RunIndex, threshold: float, alpha: float
                    ) -> list[Verdict]:
     verdicts = []
     for key in sorted(set(base) | set(cur), key=lambda k: tuple(str(v) for v in k)):

@@ -46,7 +46,7 @@ def _row_id(record: dict) -> str:
     return hashlib.sha256(basis.encode()).hexdigest()[:16]
 
 
-def _efficiency(record: dict, runs: compare.Runs) -> dict:
+def _efficiency(record: dict, runs: compare.RunIndex) -> dict:
     """A counted launch's efficiency fields against the same launch of its one-worker run
     (the newest one-worker launch when that one has no ok record); {} when there is none."""
     key = identity.config_key(record)
