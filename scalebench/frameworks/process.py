@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,8 +84,13 @@ def kill_tree(pid: int | None, marker: str | None = None) -> None:
 
 
 def run_isolated(cmd: Sequence[str], env: dict[str, str], timeout: float, run_dir: Path,
-                 cwd: str | None = None) -> ProcessOutcome:
-    """Start cmd in its own session with logs in run_dir; kill the whole tree on timeout/Ctrl-C."""
+                 cwd: str | None = None, on_stop: Callable[[], None] | None = None
+                 ) -> ProcessOutcome:
+    """Start cmd in its own session with logs in run_dir; kill the whole tree on timeout/Ctrl-C.
+
+    on_stop runs first on timeout or Ctrl-C: what must end beyond this machine (a Slurm step's
+    tasks on other nodes are cancelled through Slurm, not by killing the local srun).
+    """
     stdout_path, stderr_path = run_dir / "stdout.log", run_dir / "stderr.log"
     marker = uuid.uuid4().hex
     env = {**env, MARKER_VAR: marker}
@@ -98,7 +103,9 @@ def run_isolated(cmd: Sequence[str], env: dict[str, str], timeout: float, run_di
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
+            _call(on_stop)
         except BaseException:  # Ctrl-C or anything else: leave nothing behind
+            _call(on_stop)
             kill_tree(proc.pid, marker)
             raise
         # Also after a normal exit: a launcher can leave workers behind. An exited launcher's
@@ -107,6 +114,15 @@ def run_isolated(cmd: Sequence[str], env: dict[str, str], timeout: float, run_di
         proc.wait()
     return ProcessOutcome(None if timed_out else proc.returncode, timed_out, launch_unix,
                           tail(stderr_path))
+
+
+def _call(hook: Callable[[], None] | None) -> None:
+    if hook is None:
+        return
+    try:
+        hook()
+    except Exception:  # noqa: BLE001 - the local kill that follows must still happen
+        pass
 
 
 def write_spec(run_dir: Path, spec_json: str) -> Path:

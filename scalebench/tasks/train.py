@@ -97,15 +97,27 @@ def sweep_workers(sweep, device: devices.DeviceInfo) -> tuple[int, ...]:
 
 
 def launch_spec(sweep, framework: str, world: int, device: devices.DeviceInfo) -> LaunchSpec:
-    """The launch of one run: shared by every task planned from a sweep."""
+    """The launch of one run: shared by every task planned from a sweep.
+
+    Under Slurm the allocation decides the run's nodes and CPUs per worker (the same thread
+    policy over the allocated CPUs); a run it cannot hold is a UserError here, at planning.
+    """
     options = sweep.options(framework)
-    nodes = frameworks.get(framework).planned_nodes(options, world)
+    if sweep.launcher == "slurm":
+        from scalebench.slurm import allocation
+
+        problem = getattr(frameworks.get(framework), "slurm_problem", lambda _: None)(options)
+        if problem:
+            raise UserError(problem)
+        place = allocation.current().place(world, device.device, sweep.threads_per_worker)
+        nodes, threads = len(place.nodes), place.cpus_per_task
+    else:
+        nodes = frameworks.get(framework).planned_nodes(options, world)
+        threads = devices.threads_per_worker(device, -(-world // nodes), sweep.threads_per_worker)
     return LaunchSpec(
         framework=framework, world_size=world, nodes=nodes, device=device.device,
-        backend=device.backend, timeout=sweep.timeout,
-        threads_per_worker=devices.threads_per_worker(device, -(-world // nodes),
-                                                      sweep.threads_per_worker),
-        options=options)
+        backend=device.backend, timeout=sweep.timeout, threads_per_worker=threads,
+        options=options, launcher=sweep.launcher)
 
 
 def check_warmup(warmup: int, device: devices.DeviceInfo) -> None:

@@ -10,6 +10,7 @@ from scalebench.frameworks import process
 from scalebench.frameworks.base import MIB, Framework, LaunchOutcome
 from scalebench.frameworks.ddp import options as ddp_options
 from scalebench.launch import Job
+from scalebench.slurm import steps
 
 WORKER_MODULE = "scalebench.frameworks.ddp.worker"
 
@@ -27,6 +28,25 @@ def torchrun_command(job: Job, run_dir: Path) -> list[str]:
                 "--rdzv-backend", "static", "--rdzv-endpoint", str(opts.rdzv_endpoint)]
     cmd += ["-m", WORKER_MODULE, str(run_dir)]
     return cmd
+
+
+def slurm_launch(job: Job, run_dir: Path) -> LaunchOutcome:
+    """One task per worker in one step; ranks, world size and the store's address (the step's
+    first node, where rank 0 runs) come from Slurm's task variables (slurm/task.py)."""
+    _, placement = steps.placement_for(job.launch)
+    master = f"{steps.node_address(placement.nodes[0])}:{steps.free_port()}"
+    cmd = [sys.executable, "-m", WORKER_MODULE, str(run_dir), "--slurm-master", master]
+    return steps.launch_step(
+        job, run_dir, placement, cmd, process.base_env(job.launch.threads_per_worker),
+        lambda proc: process.outcome_from_files(run_dir, proc, "srun", job.launch.timeout))
+
+
+def slurm_problem(options: ddp_options.Options) -> str | None:
+    """Why these options cannot run as Slurm steps (None: they can)."""
+    if options.nnodes > 1 or options.rdzv_endpoint:
+        return ("ddp.nnodes: not used with launcher slurm (a run's nodes come from the "
+                "allocation); drop nnodes, node_rank and rdzv_endpoint")
+    return None
 
 
 class DDP(Framework):
@@ -59,8 +79,13 @@ class DDP(Framework):
     def records_here(self, options) -> bool:
         return options.node_rank == 0
 
+    def slurm_problem(self, options) -> str | None:
+        return slurm_problem(options)
+
     def launch(self, job: Job, run_dir: Path) -> LaunchOutcome:
         process.write_spec(run_dir, job.to_json())
+        if job.launch.launcher == "slurm":
+            return slurm_launch(job, run_dir)
         proc = process.run_isolated(torchrun_command(job, run_dir),
                                     process.base_env(job.launch.threads_per_worker),
                                     job.launch.timeout, run_dir)

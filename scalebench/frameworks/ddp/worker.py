@@ -1,4 +1,8 @@
-"""One DDP worker, started by torchrun: python -m scalebench.frameworks.ddp.worker RUN_DIR."""
+"""One DDP worker: python -m scalebench.frameworks.ddp.worker RUN_DIR [--slurm-master HOST:PORT].
+
+Started by torchrun (which sets RANK, WORLD_SIZE, ...), or as one task of a Slurm step: then
+--slurm-master names the store's address and Slurm's task variables give the rest.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,11 @@ from scalebench.frameworks.worker_io import run_worker
 
 def main(argv: list[str]) -> int:
     run_dir = Path(argv[1])
+    if len(argv) > 3 and argv[2] == "--slurm-master":
+        from scalebench.slurm.task import torch_env
+
+        host, _, port = argv[3].rpartition(":")
+        os.environ.update(torch_env(os.environ, host, int(port)))
     rank = int(os.environ.get("RANK", "0"))
 
     def make_comm(launch):
