@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -11,9 +12,12 @@ from scalebench.frameworks.base import MIB, Framework, LaunchOutcome
 from scalebench.frameworks.horovod import install
 from scalebench.frameworks.horovod import options as hvd_options
 from scalebench.frameworks.horovod.install import check_installation, horovodrun_path
+from scalebench.frameworks.horovod.slurm_worker import SLOTS_FILE
 from scalebench.launch import Job
+from scalebench.slurm import steps
 
 WORKER_MODULE = "scalebench.frameworks.horovod.worker"
+SLURM_WORKER_MODULE = "scalebench.frameworks.horovod.slurm_worker"
 
 
 def slots(options: hvd_options.Options | dict) -> list[tuple[str, int]]:
@@ -62,6 +66,55 @@ def horovodrun_command(job: Job, run_dir: Path) -> list[str]:
     return cmd
 
 
+def knob_env(options: hvd_options.Options, run_dir: Path) -> dict[str, str]:
+    """The variables horovodrun sets for --fusion-threshold-mb, --cycle-time-ms, --timeline."""
+    env = {}
+    if options.fusion_threshold_mb is not None:
+        env["HOROVOD_FUSION_THRESHOLD"] = str(int(options.fusion_threshold_mb * 1024 * 1024))
+    if options.cycle_time_ms is not None:
+        env["HOROVOD_CYCLE_TIME"] = f"{options.cycle_time_ms:g}"
+    if options.timeline:
+        env["HOROVOD_TIMELINE"] = str(run_dir / "timeline.json")
+    return env
+
+
+def slurm_launch(job: Job, run_dir: Path) -> LaunchOutcome:
+    """srun-launched workers (one task per worker), with the rendezvous server horovodrun's Gloo
+    launcher would hold, held here for the step: no SSH, and Slurm's time limit, scancel and
+    --kill-on-bad-exit act on the workers themselves (see slurm_worker.py for why not srun alone).
+    """
+    from horovod.runner.common.util.hosts import HostInfo, get_host_assignments
+    from horovod.runner.http.http_server import RendezvousServer
+
+    _, placement = steps.placement_for(job.launch)
+    plan = get_host_assignments([HostInfo(node, placement.tasks_per_node)
+                                 for node in placement.nodes], placement.tasks)
+    (run_dir / SLOTS_FILE).write_text(json.dumps([dataclasses.asdict(s) for s in plan]))
+    server = RendezvousServer()
+    port = server.start()
+    try:
+        server.init(plan)
+        env = process.base_env(job.launch.threads_per_worker)
+        env.update(knob_env(job.launch.options, run_dir))
+        env.update(HOROVOD_GLOO_RENDEZVOUS_ADDR=steps.this_host_address(placement.nodes),
+                   HOROVOD_GLOO_RENDEZVOUS_PORT=str(port), HOROVOD_CONTROLLER="gloo",
+                   HOROVOD_CPU_OPERATIONS="gloo")
+        cmd = [sys.executable, "-m", SLURM_WORKER_MODULE, str(run_dir)]
+        return steps.launch_step(
+            job, run_dir, placement, cmd, env,
+            lambda proc: process.outcome_from_files(run_dir, proc, "srun", job.launch.timeout))
+    finally:
+        server.stop()
+
+
+def slurm_problem(options: hvd_options.Options) -> str | None:
+    """Why these options cannot run as Slurm steps (None: they can)."""
+    if options.hosts or options.hostfile:
+        return ("horovod.hosts: not used with launcher slurm (hosts and slots come from the "
+                "allocation); drop hosts and hostfile")
+    return None
+
+
 class Horovod(Framework):
     name = "horovod"
     title = "Horovod (horovodrun)"
@@ -91,12 +144,18 @@ class Horovod(Framework):
         pairs = slots(options)
         return hosts_used(pairs, world_size) if pairs else 1
 
+    def slurm_problem(self, options) -> str | None:
+        return slurm_problem(options)
+
     def launch(self, job: Job, run_dir: Path) -> LaunchOutcome:
         process.write_spec(run_dir, job.to_json())
-        proc = process.run_isolated(horovodrun_command(job, run_dir),
-                                    process.base_env(job.launch.threads_per_worker),
-                                    job.launch.timeout, run_dir)
-        outcome = process.outcome_from_files(run_dir, proc, "horovodrun", job.launch.timeout)
+        if job.launch.launcher == "slurm":
+            outcome = slurm_launch(job, run_dir)
+        else:
+            proc = process.run_isolated(horovodrun_command(job, run_dir),
+                                        process.base_env(job.launch.threads_per_worker),
+                                        job.launch.timeout, run_dir)
+            outcome = process.outcome_from_files(run_dir, proc, "horovodrun", job.launch.timeout)
         timeline = run_dir / "timeline.json"
         artifacts = {"timeline": str(timeline)} if job.launch.options.timeline and \
             timeline.is_file() else {}
