@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scalebench import identity, stats
+from scalebench import frameworks, identity, stats
 
 COMPONENTS = ("contention", "input_wait", "straggler", "communication")
 LABELS = {"contention": "shared-host contention", "input_wait": "input pipeline wait",
@@ -101,7 +101,8 @@ def _ok_by_config(records: Sequence[dict]) -> dict[tuple, list[dict]]:
 
 def rows(records: Sequence[dict]) -> list[dict]:
     """One row per N-worker configuration with no-sync windows: each part's mean over its
-    records (repeats) with a 95% interval when there are two or more, plus seconds per step.
+    records (repeats) with a 95% interval when there are two or more, plus seconds per step,
+    and what the link share needs (device, the record's parameter count, its step options).
     The ideal uses the mean of the one-worker baseline's records (identity.baseline_key)."""
     by_config = _ok_by_config(records)
     out = []
@@ -120,6 +121,8 @@ def rows(records: Sequence[dict]) -> list[dict]:
             "key": key, "model": first["model"], "framework": first["framework"],
             "step_label": identity.step_label(first), "precision": first["precision"],
             "world_size": first["world_size"], "nodes": first["nodes"],
+            "device": first["device"], "params": first.get("params"),
+            "options": frameworks.step_options(first["framework"], first.get("options")),
             "series": identity.series_key(first), "runs": len(found),
             "ideal_images_per_sec": statistics.fmean(p.ideal for p in found),
             "measured_images_per_sec": statistics.fmean(float(r["images_per_sec"])

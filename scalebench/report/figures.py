@@ -4,17 +4,15 @@ error bars, ideal lines and Horovod's published efficiencies for reference."""
 
 from __future__ import annotations
 
-import math
-import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
-import matplotlib
+from matplotlib.ticker import ScalarFormatter
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from scalebench.report.model import (  # noqa: E402
+from scalebench.report import loss_figures, plotting
+from scalebench.report.model import (
+    BREAKDOWN,
     PUBLISHED_HOROVOD,
     PUBLISHED_SETUP,
     PUBLISHED_WORKERS,
@@ -22,8 +20,10 @@ from scalebench.report.model import (  # noqa: E402
     ReportModel,
     series_label,
 )
+from scalebench.report.model import FIGURES as FIGURES_SECTION
 
-PANELS_PER_ROW = 3
+T = TypeVar("T")
+
 CAPTIONS = {
     "efficiency": "Scaling efficiency against each framework's own one-worker run, with 95% "
                   "intervals; the grey dashed line is perfect scaling, the dotted red lines are "
@@ -31,6 +31,7 @@ CAPTIONS = {
                   f"({PUBLISHED_SETUP}).",
     "throughput": "Images per second of all workers together, with 95% intervals; the grey "
                   "dashed line is linear scaling of the best one-worker run.",
+    **loss_figures.CAPTIONS,
 }
 
 Value = Callable[[dict], float | None]
@@ -64,8 +65,8 @@ def _panel(ax, group: Group, value: Value, interval: Interval, ideal: Ideal, yla
                    label=f"Horovod published ({PUBLISHED_WORKERS} GPUs)")
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(workers) or [1])
-    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.set_title("\n".join(textwrap.wrap(group.title, 45)), fontsize="medium")
+    ax.get_xaxis().set_major_formatter(ScalarFormatter())
+    ax.set_title(plotting.title(group.title), fontsize="medium")
     ax.set_xlabel("workers")
     ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
@@ -77,18 +78,10 @@ def _figure(model: ReportModel, path: Path, ylabel: str, value: Value, interval:
     groups = [g for g in model.groups if any(value(r) is not None for r in g.rows)]
     if not groups:
         return None
-    cols = min(len(groups), PANELS_PER_ROW)
-    lines = math.ceil(len(groups) / cols)
-    fig, axes = plt.subplots(lines, cols, figsize=(5 * cols, 4.3 * lines), squeeze=False)
-    flat = [ax for row in axes for ax in row]
-    for ax, group in zip(flat, groups, strict=False):
+    fig, axes = plotting.panels(len(groups), 5, 4.3)
+    for ax, group in zip(axes, groups, strict=True):
         _panel(ax, group, value, interval, ideal, ylabel, published)
-    for ax in flat[len(groups):]:
-        ax.set_visible(False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return plotting.save(fig, path)
 
 
 def _percent(value: float | None) -> float | None:
@@ -112,13 +105,25 @@ def throughput_figure(model: ReportModel, path: Path) -> Path | None:
                    lambda r: (r["ci95_low"], r["ci95_high"]), ideal, published=False)
 
 
-FIGURES = {"efficiency": efficiency_figure, "throughput": throughput_figure}
+Draw = Callable[[ReportModel, Path], Path | None]
+# name -> (the report section that shows it, how it is drawn)
+FIGURES: dict[str, tuple[str, Draw]] = {
+    "efficiency": (FIGURES_SECTION, efficiency_figure),
+    "throughput": (FIGURES_SECTION, throughput_figure),
+    "waterfall": (BREAKDOWN, loss_figures.waterfall_figure),
+    "bounds": (BREAKDOWN, loss_figures.bounds_figure),
+}
+
+
+def of_section(figures: Mapping[str, T], section: str) -> dict[str, T]:
+    """The drawn figures (name -> path or PNG) that one report section shows, in order."""
+    return {name: f for name, f in figures.items() if FIGURES[name][0] == section}
 
 
 def draw_all(model: ReportModel, out_dir: Path) -> dict[str, Path]:
     """NAME.png in out_dir for each figure that has something to draw."""
     drawn = {}
-    for name, draw in FIGURES.items():
+    for name, (_, draw) in FIGURES.items():
         path = draw(model, out_dir / f"{name}.png")
         if path is not None:
             drawn[name] = path

@@ -26,6 +26,18 @@ def pct_interval(low: float | None, high: float | None, missing: str = DASH) -> 
     return interval(low, high, ".1f", 100.0, "%", missing)
 
 
+def pct_with_interval(value: float | None, ci: tuple[float | None, float | None] | list
+                      ) -> str:
+    """e.g. "12.3% (10.1–14.5%)"; the value alone when there is no interval."""
+    low, high = ci
+    return pct(value) if low is None or high is None else f"{pct(value)} ({pct_interval(low, high)})"
+
+
+def points(value: float | None) -> str:
+    """A difference of percentages in percentage points, signed: "+3.2 points"."""
+    return num(value, "+.1f", suffix=" points")
+
+
 def ms(seconds: float | None) -> str:
     return num(seconds, ".3g", 1e3)
 

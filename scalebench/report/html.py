@@ -12,7 +12,7 @@ from pathlib import Path
 
 from scalebench.report import model as m
 from scalebench.report import tables
-from scalebench.report.figures import CAPTIONS
+from scalebench.report.figures import CAPTIONS, of_section
 from scalebench.report.format import interval, num, pct, pct_interval
 from scalebench.report.tables import Cell, Details, Gauge, Mark, Table
 
@@ -138,12 +138,16 @@ def _headline(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
     return "\n".join(out)
 
 
-def _figures(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
-    if not figures:
-        return "<p>No figures: no successful runs.</p>"
+def figure_tags(figures: Mapping[str, bytes]) -> str:
     return "\n".join(f'<figure id="fig-{esc(name)}">{image_tag(png, name + " figure")}'
                      f"<figcaption>{esc(CAPTIONS.get(name, name))}</figcaption></figure>"
                      for name, png in figures.items())
+
+
+def _figures(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
+    if not figures:
+        return "<p>No figures: no successful runs.</p>"
+    return figure_tags(of_section(figures, m.FIGURES))
 
 
 def _published(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
@@ -157,6 +161,31 @@ def _frameworks(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
     if model.wrapper:
         out += [f"<h3>{esc(m.WRAPPER_TITLE)}</h3>", paragraph(m.WRAPPER_TEXT),
                 table(tables.wrapper_table(model))]
+    return "\n".join(out)
+
+
+def _breakdown(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
+    losses = model.losses
+    out = [paragraph(losses.empty_text)] if losses.empty_text else []
+    out.append(figure_tags(of_section(figures, m.BREAKDOWN)))
+    for s in losses.series:
+        out.append(f"<h3>{esc(s.title)}</h3>")
+        if s.verdict:
+            out.append(f"<p><b>Verdict:</b> {esc(s.verdict)}</p>")
+        if s.rows:
+            out.append(table(tables.breakdown_table(s)))
+        if s.missing and not losses.empty_text:
+            out.append("<ul>" + "".join(f"<li>no breakdown: {esc(line)}</li>"
+                                        for line in s.missing) + "</ul>")
+        if s.shares:
+            out.append("<p><b>Distance to the limit:</b></p><ul>"
+                       + "".join(f"<li>{esc(share.text)}</li>" for share in s.shares) + "</ul>")
+        out.append("<p><b>Extrapolation check:</b></p>")
+        if any(c.checked for c in s.checks):
+            out.append(table(tables.checks_table(s)))
+        unchecked = [c.not_checked_text for c in s.checks if not c.checked]
+        if unchecked:
+            out.append("<ul>" + "".join(f"<li>{esc(line)}</li>" for line in unchecked) + "</ul>")
     return "\n".join(out)
 
 
@@ -202,7 +231,8 @@ def _method(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
 
 RENDERERS: dict[str, Callable[[m.ReportModel, Mapping[str, bytes]], str]] = {
     m.INPUT_PROBLEMS: _input_problems, m.HEADLINE: _headline, m.FIGURES: _figures,
-    m.PUBLISHED: _published, m.FRAMEWORKS: _frameworks, m.SCALING_MODEL: _scaling_model,
+    m.PUBLISHED: _published, m.FRAMEWORKS: _frameworks, m.BREAKDOWN: _breakdown,
+    m.SCALING_MODEL: _scaling_model,
     m.ALLREDUCE: _allreduce, m.PROBLEMS: _problems, m.ENVIRONMENT: _environment,
     m.METHOD: _method,
 }

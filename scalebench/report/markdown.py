@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 
 from scalebench.report import model as m
 from scalebench.report import tables
-from scalebench.report.figures import CAPTIONS
+from scalebench.report.figures import CAPTIONS, of_section
 from scalebench.report.tables import Cell, Details, Gauge, Mark, Table
 
 GAUGE_WIDTH = 20
@@ -62,13 +62,17 @@ def _headline(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
     return out
 
 
-def _figures(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
-    if not figures:
-        return ["No figures: no successful runs.", ""]
+def figure_lines(figures: Mapping[str, str]) -> list[str]:
     out = []
     for name, path in figures.items():
         out += [f"![{name}]({path})", "", f"*{CAPTIONS.get(name, name)}*", ""]
     return out
+
+
+def _figures(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    if not figures:
+        return ["No figures: no successful runs.", ""]
+    return figure_lines(of_section(figures, m.FIGURES))
 
 
 def _published(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
@@ -83,6 +87,28 @@ def _frameworks(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
     if model.wrapper:
         out += [f"### {md_text(m.WRAPPER_TITLE)}", "", m.WRAPPER_TEXT, "",
                 *table(tables.wrapper_table(model))]
+    return out
+
+
+def _breakdown(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    losses = model.losses
+    out = [losses.empty_text, ""] if losses.empty_text else []
+    out += figure_lines(of_section(figures, m.BREAKDOWN))
+    for s in losses.series:
+        out += [f"### {md_text(s.title)}", ""]
+        if s.verdict:
+            out += [f"**Verdict:** {md_text(s.verdict)}", ""]
+        if s.rows:
+            out += table(tables.breakdown_table(s))
+        if s.missing and not losses.empty_text:
+            out += [f"- no breakdown: {md_text(line)}" for line in s.missing] + [""]
+        if s.shares:
+            out += ["**Distance to the limit:**", "",
+                    *(f"- {md_text(share.text)}" for share in s.shares), ""]
+        out += ["**Extrapolation check:**", ""]
+        if any(c.checked for c in s.checks):
+            out += table(tables.checks_table(s))
+        out += [f"- {md_text(c.not_checked_text)}" for c in s.checks if not c.checked] + [""]
     return out
 
 
@@ -125,7 +151,8 @@ def _method(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
 
 RENDERERS: dict[str, Callable[[m.ReportModel, Mapping[str, str]], list[str]]] = {
     m.INPUT_PROBLEMS: _input_problems, m.HEADLINE: _headline, m.FIGURES: _figures,
-    m.PUBLISHED: _published, m.FRAMEWORKS: _frameworks, m.SCALING_MODEL: _scaling_model,
+    m.PUBLISHED: _published, m.FRAMEWORKS: _frameworks, m.BREAKDOWN: _breakdown,
+    m.SCALING_MODEL: _scaling_model,
     m.ALLREDUCE: _allreduce, m.PROBLEMS: _problems, m.ENVIRONMENT: _environment,
     m.METHOD: _method,
 }

@@ -7,11 +7,16 @@ which framework is significantly slower) is settled here; renderers only format 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scalebench import analysis, identity, scaling_model, stats, units
+from scalebench.report import losses as losses_model
 from scalebench.report.format import pct, plural
+from scalebench.report.labels import MODEL_NAMES, group_title, run_label, series_label
+from scalebench.report.labels import framework_label as framework_label  # re-exported
+from scalebench.report.labels import step_label as step_label  # re-exported
+from scalebench.report.labels import workers_label as workers_label  # re-exported
 from scalebench.results import Problem
 
 TITLE = "scalebench report"
@@ -20,7 +25,6 @@ PUBLISHED_HOROVOD = {"inception_v3": 0.90, "resnet101": 0.90, "vgg16": 0.68}
 PUBLISHED_WORKERS = 512
 PUBLISHED_SETUP = ("128 servers x 4 Pascal GPUs, 25 Gbit/s RoCE, batch 64 per GPU, "
                    "synthetic data (Sergeev and Del Balso, 2018)")
-MODEL_NAMES = {"inception_v3": "Inception V3", "resnet101": "ResNet-101", "vgg16": "VGG-16"}
 SUPERLINEAR = 1.10  # efficiency above this is worth a word of explanation
 STATUSES = ("ok", "failed", "timeout", "skipped")
 
@@ -40,9 +44,30 @@ WRAPPER_TEXT = ("The one-worker step timed plainly and timed with the model wrap
                 "benchmark reports \"no ddp\" against DDP on one GPU. Efficiency is taken "
                 "against the plain step; the overhead is 1 - wrapped / unwrapped.")
 
-INPUT_PROBLEMS, HEADLINE, FIGURES, PUBLISHED, FRAMEWORKS, SCALING_MODEL, ALLREDUCE, PROBLEMS, \
-    ENVIRONMENT, METHOD = ("input-problems", "headline", "figures", "published", "frameworks",
-                           "scaling-model", "allreduce", "problems", "environment", "method")
+INPUT_PROBLEMS, HEADLINE, FIGURES, PUBLISHED, FRAMEWORKS, BREAKDOWN, SCALING_MODEL, ALLREDUCE, \
+    PROBLEMS, ENVIRONMENT, METHOD = (
+        "input-problems", "headline", "figures", "published", "frameworks", "breakdown",
+        "scaling-model", "allreduce", "problems", "environment", "method")
+BREAKDOWN_TITLE = "Where the efficiency went"
+BREAKDOWN_TEXT = (
+    "The ideal is N × the same configuration's one-worker throughput. Each multi-worker run also "
+    "timed windows of the same step without gradient synchronisation and the time each rank "
+    "waited for batches; differences of measured throughputs split the gap to ideal into "
+    "**shared-host contention** (the compute-only throughput at N below ideal), **exposed "
+    "communication** (the slowest rank's synced step against its unsynced one), **straggler** "
+    "(the slowest rank against the median rank) and **input wait** (blocked on the input "
+    "pipeline). With the measured efficiency they add up to 100% of ideal; noise shows as a "
+    "small negative part. Intervals are 95% over repeated launches (none with one launch).",
+    "**Distance to the limit**: the bus bandwidth a ring allreduce of the run's gradients (its "
+    "parameter count, fp32 or fp16 as its options say) would need to take exactly the exposed "
+    "communication time, as a share of the link's allreduce bandwidth fitted from the allreduce "
+    "records of the same framework (`--with-allreduce`). Above 100%, part of the allreduce was "
+    "hidden behind the backward pass; below, the exposed communication ran slower than the "
+    "link allows.",
+    "**Extrapolation check**: the scaling model's prediction for the largest worker count "
+    "measured, made only from the one-worker run and the allreduce measurements: the midpoint "
+    "of its no-overlap and full-overlap bounds (both shown). Model error = measured − "
+    "predicted efficiency, in percentage points.")
 
 
 def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
@@ -62,6 +87,7 @@ def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
             "else on their trials: Mann-Whitney U (two-sided, alpha "
             f"{alpha:g}) where the sample counts let it reach significance, else non-overlapping "
             f"{stats.intervals_test(alpha)}.",)),
+        Section(BREAKDOWN, BREAKDOWN_TITLE, BREAKDOWN_TEXT),
         Section(SCALING_MODEL, "Scaling model", (
             "Bounds on efficiency from each run's one-worker step time and a ring allreduce of "
             "its gradients over the measured link: no overlap = compute + allreduce, full "
@@ -105,47 +131,7 @@ def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
     ) if s is not None)
 
 
-# ---------------------------------------------------------------- labels (both renderers)
-
-def step_label(row: dict) -> str:
-    """The step options that differ from the framework's defaults: a summary row carries them
-    as "step_label"; a record's are read from its options."""
-    return row["step_label"] if "step_label" in row else identity.step_label(row)
-
-
-def _with_step(label: str, row: dict) -> str:
-    step = step_label(row)
-    return f"{label} ({step})" if step else label
-
-
-def framework_label(row: dict) -> str:
-    """framework [(step options)], e.g. "horovod (fp16_allreduce)"."""
-    return _with_step(row["framework"], row)
-
-
-def series_label(row: dict) -> str:
-    """framework [precision if not fp32] [(step options)], e.g. "horovod fp16 (fp16_allreduce)"."""
-    label = row["framework"] if row["precision"] == "fp32" else \
-        f"{row['framework']} {row['precision']}"
-    return _with_step(label, row)
-
-
-def workers_label(row: dict) -> str:
-    return str(row["world_size"]) + (f" ({row['nodes']} nodes)" if row["nodes"] > 1 else "")
-
-
-def run_label(row: dict) -> str:
-    return f"{row['model']} {series_label(row)} x{row['world_size']}"
-
-
-def group_title(key: Sequence, precision: str | None = None) -> str:
-    """A series in words; precision: its label in words (analysis.precision_label)."""
-    g = dict(zip(identity.SERIES_FIELDS, key, strict=True))
-    per = "per worker" if g["scaling"] == "weak" else "in total"
-    return (f"{MODEL_NAMES.get(g['model'], g['model'])} — batch {g['scaling_batch']} {per}, "
-            f"{g['image_size']} px, {g['device_kind']}, {g['scaling']} scaling, {g['data']} data, "
-            f"{precision or g['precision']}" + (f", TF32 {g['tf32']}" if g["tf32"] else ""))
-
+# ---------------------------------------------------------------- notes on a row (both renderers)
 
 def spread_words(row: dict) -> str:
     """What a row's noise is measured across."""
@@ -292,6 +278,7 @@ class ReportModel:
     settings: tuple[tuple[str, int, int, int, int], ...]  # (scaling, warmup, trials, iters,
     # repeats) used
     wrapper: tuple[dict, ...] = ()  # one-worker rows that also timed the DDP-wrapped step
+    losses: losses_model.Losses = losses_model.Losses(())  # where the efficiency went
 
     @property
     def counts_text(self) -> str:
@@ -345,6 +332,8 @@ def build(records: list[dict], problems: Sequence[Problem], link: scaling_model.
     """Everything the reports show; analysis.summary_rows is called exactly once."""
     rows = analysis.summary_rows(records)
     groups = _groups(rows)
+    choose = _chooser(records, link)
+    modelled = _modelled(rows, choose)
     return ReportModel(
         title=title,
         sections=sections(bool(problems), alpha),
@@ -356,7 +345,7 @@ def build(records: list[dict], problems: Sequence[Problem], link: scaling_model.
         noisy=tuple(r for r in rows if r["noisy"]),
         published=_published(rows),
         comparisons=_comparisons(groups, alpha),
-        modelled=_modelled(records, rows, link),
+        modelled=modelled,
         allreduce=tuple(analysis.latest_allreduce_points(records)),
         failures=_failures(records),
         environments=_environments(records),
@@ -365,6 +354,8 @@ def build(records: list[dict], problems: Sequence[Problem], link: scaling_model.
                                for r in records
                                if r.get("kind") == "train" and r.get("status") == "ok"})),
         wrapper=tuple(r for r in rows if r.get("wrapped_images_per_sec") is not None),
+        losses=losses_model.build(records, rows, [(x.row, x.entry) for x in modelled], choose,
+                             link_measured=link is None),
     )
 
 
@@ -418,13 +409,16 @@ def _published(rows: list[dict]) -> tuple[PublishedPoint, ...]:
     return tuple(out)
 
 
-def _modelled(records: list[dict], rows: list[dict], link: scaling_model.Link | None
-              ) -> tuple[Modelled, ...]:
+def _chooser(records: list[dict], link: scaling_model.Link | None) -> losses_model.Chooser:
+    """The scaling model's link for a row: the given one, else fitted from the allreduce
+    records among `records` (scaling_model.link_chooser)."""
+    if link is not None:
+        return lambda row: link
+    return scaling_model.link_chooser(scaling_model.links_from_allreduce(records))
+
+
+def _modelled(rows: list[dict], choose: losses_model.Chooser) -> tuple[Modelled, ...]:
     multi = [r for r in rows if r["world_size"] > 1]
-    if not multi:
-        return ()
-    choose: scaling_model.Link | Callable[[dict], scaling_model.Link | None] = link \
-        if link is not None else scaling_model.link_chooser(scaling_model.links_from_allreduce(records))
     # One row at a time, so each bound stays paired with the row it belongs to.
     return tuple(Modelled(r, scaling_model.model_rows([r], choose)[0]) for r in multi)
 

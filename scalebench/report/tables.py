@@ -6,7 +6,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalebench import units
-from scalebench.report.format import DASH, gb_per_s, interval, ms, num, pct, pct_interval
+from scalebench.breakdown import LABELS
+from scalebench.report.format import (
+    DASH,
+    gb_per_s,
+    interval,
+    ms,
+    num,
+    pct,
+    pct_interval,
+    pct_with_interval,
+    points,
+)
+from scalebench.report.losses import WATERFALL, SeriesLosses
 from scalebench.report.model import (
     Comparison,
     Group,
@@ -196,3 +208,41 @@ def environment_table(model: ReportModel) -> Table:
     header = ("field", *(("value",) if len(envs.envs) == 1
                          else (f"environment {i}" for i in range(1, len(envs.envs) + 1))))
     return Table(header, tuple(rows))
+
+
+SHORT = {"contention": "contention", "communication": "exposed comm.",
+         "straggler": "straggler", "input_wait": "input wait"}
+PER_STEP = ("communication", "straggler", "input_wait")  # the parts measured in seconds
+
+
+def breakdown_table(series: SeriesLosses) -> Table:
+    """Each run's efficiency and where the rest of ideal went, in the waterfall's order."""
+    rows = []
+    for r in series.rows:
+        rows.append((series_label(r), workers_label(r), str(r["runs"]),
+                     num(r["ideal_images_per_sec"]), num(r["measured_images_per_sec"]),
+                     *(pct_with_interval(r[name], r[f"{name}_ci95"])
+                       for name in (*WATERFALL, "efficiency")),
+                     LABELS[r["largest_loss"]],
+                     *(ms(r[f"{name}_seconds_per_step"]) for name in PER_STEP)))
+    return Table(("framework", "workers", "launches", "ideal images/s", "measured images/s",
+                  *(f"{SHORT[name]} (% of ideal)" for name in WATERFALL), "efficiency",
+                  "largest loss", *(f"{SHORT[name]} (ms/step)" for name in PER_STEP)),
+                 tuple(rows),
+                 frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13}))
+
+
+def checks_table(series: SeriesLosses) -> Table:
+    """The extrapolation check of each line that could be modelled."""
+    rows = []
+    for c in series.checks:
+        if not c.checked:
+            continue
+        r = c.row
+        rows.append((series_label(r), workers_label(r), num(c.one_worker_images_per_sec),
+                     pct(c.low), pct(c.high), pct(c.predicted), pct(c.measured),
+                     pct_interval(r["efficiency_ci95_low"], r["efficiency_ci95_high"]),
+                     points(c.error_points), c.where, c.link))
+    return Table(("framework", "largest workers", "1-worker images/s", "no overlap",
+                  "full overlap", "predicted (midpoint)", "measured", "95% CI", "model error",
+                  "measured point", "link"), tuple(rows), frozenset({1, 2, 3, 4, 5, 6, 8}))

@@ -1,0 +1,36 @@
+"""What every report figure shares: the headless backend, a grid of panels, saving."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+PANELS_PER_ROW = 3
+
+
+def panels(count: int, width: float, height: float, per_row: int = PANELS_PER_ROW):
+    """A figure with `count` visible panels of width x height inches, `per_row` to a row."""
+    cols = min(count, per_row)
+    lines = math.ceil(count / cols)
+    fig, axes = plt.subplots(lines, cols, figsize=(width * cols, height * lines), squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[count:]:
+        ax.set_visible(False)
+    return fig, flat[:count]
+
+
+def title(text: str, width: int = 45) -> str:
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
