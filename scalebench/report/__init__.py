@@ -1,5 +1,6 @@
-"""The files every sweep leaves: summary.csv, efficiency.png, throughput.png, report.md and
-report.html, all from one ReportModel (report.model.build)."""
+"""The files every sweep leaves: summary.csv, efficiency.png, throughput.png (and, where runs
+have a breakdown, waterfall.png and bounds.png), report.md and report.html, all from one
+ReportModel (report.model.build)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ __all__ = ["ReportModel", "build", "write_all"]
 
 def write_all(records: list[dict], problems: list[Problem], out_dir: Path,
               link: scaling_model.Link | None = None) -> list[Path]:
-    """summary.csv, efficiency.png, throughput.png, report.md and report.html in out_dir.
+    """summary.csv, the figures (figures.FIGURES that have something to draw), report.md and
+    report.html in out_dir.
 
     link: the scaling model's link; by default fitted from allreduce records among `records`.
     """

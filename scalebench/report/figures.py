@@ -1,6 +1,9 @@
-"""Efficiency and throughput figures from a ReportModel: one panel per scaling series, one line
-per framework (with precision and step options), x = workers on a log2 axis, 95% intervals as
-error bars, ideal lines and Horovod's published efficiencies for reference."""
+"""The report's figures (FIGURES: name -> the section that shows it and how it is drawn).
+
+Efficiency and throughput: one panel per scaling series, one line per framework (with precision
+and step options), x = workers on a log2 axis, 95% intervals as error bars, ideal lines and
+Horovod's published efficiencies for reference. The breakdown's waterfall and bounds figures
+are drawn in loss_figures."""
 
 from __future__ import annotations
 

@@ -33,7 +33,8 @@ def _label(row: dict) -> str:
         (f" ({row['nodes']} nodes)" if row["nodes"] > 1 else "")
 
 
-def _waterfall(ax, series: SeriesLosses) -> None:
+def _waterfall(ax, series: SeriesLosses, slots: int) -> None:
+    """slots: bar groups the widest panel has; every panel's bars get the same width."""
     top = 100.0
     for g, r in enumerate(series.rows):
         x0 = g * (BARS + 1)
@@ -58,6 +59,7 @@ def _waterfall(ax, series: SeriesLosses) -> None:
         top = max(top, measured)
     ax.set_xticks([g * (BARS + 1) + (BARS - 1) / 2 for g in range(len(series.rows))])
     ax.set_xticklabels([_label(r) for r in series.rows], fontsize="small")
+    ax.set_xlim(-0.8, slots * (BARS + 1) - 1.2)
     ax.set_ylim(min(0.0, ax.get_ylim()[0]), top * 1.12)
     ax.set_ylabel("% of ideal (N × one-worker throughput)")
     ax.set_title(plotting.title(series.title, 60), fontsize="medium")
@@ -73,7 +75,7 @@ def waterfall_figure(model: ReportModel, path: Path) -> Path | None:
     fig, axes = plotting.panels(len(series), max(6.0, 1.0 + 1.1 * groups * BARS / 2), 4.8,
                                 per_row=1 if groups > 2 else 2)
     for ax, s in zip(axes, series, strict=True):
-        _waterfall(ax, s)
+        _waterfall(ax, s, groups)
     return plotting.save(fig, path)
 
 

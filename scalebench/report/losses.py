@@ -130,7 +130,7 @@ class Check:
 class SeriesLosses:
     key: tuple
     title: str
-    rows: tuple[dict, ...]  # breakdown.rows of this series
+    rows: tuple[dict, ...]  # breakdown.rows of this series, by workers, then line
     verdict: str  # breakdown.verdict; "" without rows
     missing: tuple[str, ...]  # multi-worker runs without a breakdown, each with why
     shares: tuple[Share, ...]
@@ -179,7 +179,8 @@ def build(records: Sequence[dict], rows: Sequence[dict], modelled: Sequence[tupl
     out = []
     for key in dict.fromkeys(identity.series_key(r) for r in rows if r["world_size"] > 1):
         members = [r for r in rows if identity.series_key(r) == key]
-        found = tuple(r for r in parts if r["series"] == key)
+        found = tuple(sorted((r for r in parts if r["series"] == key),
+                             key=lambda r: (r["world_size"], r["nodes"], series_label(r))))
         have = {r["key"] for r in found}
         multi = [r for r in members if r["world_size"] > 1]
         precision = " / ".join(dict.fromkeys(r["precision_label"] for r in members))
@@ -225,7 +226,7 @@ def _share(row: dict, link: scaling_model.Link | None, measured: bool) -> Share:
         f"{label}: {seconds * 1e3:.3g} ms of exposed communication per step for "
         f"{num(grad, '.3g', 1e-6)} MB of gradients needs {format_bandwidth(needed)} of bus bandwidth: "
         f"communication ran at {share:.0%} of this link's {kind} allreduce bandwidth "
-        f"({format_bandwidth(link.bandwidth)}; {link.source}){beyond}."))
+        f"({format_bandwidth(link.bandwidth)}{'; ' + link.source if measured else ''}){beyond}."))
 
 
 def _checks(multi: Sequence[dict], entries: dict[tuple, dict]) -> tuple[Check, ...]:

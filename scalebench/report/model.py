@@ -2,7 +2,8 @@
 
 report.md and report.html are two renderers of this one object and carry the same sections
 (`ReportModel.sections`). Everything numeric or decided (efficiencies, scaling-model bounds,
-which framework is significantly slower) is settled here; renderers only format and escape.
+which framework is significantly slower, where the efficiency went: report.losses) is settled
+here; renderers only format and escape.
 """
 
 from __future__ import annotations
