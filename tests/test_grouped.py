@@ -3,6 +3,7 @@ killed in the middle of a group leaves exactly the records it should."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
@@ -11,7 +12,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from scalebench import stats
 from tests.conftest import cli_env, read_records
 
 COMMON = ["--batch-size", "2", "--warmup", "1", "--threads-per-worker", "1", "--quiet",
@@ -66,21 +66,28 @@ def test_rank_killed_in_the_middle_of_a_group(tmp_path):
 
 @pytest.mark.slow
 def test_grouped_and_isolated_sweeps_measure_the_same(tmp_path):
-    args = ["--frameworks", "ddp,ray", "--models", "resnet101,vgg16", "--workers", "1,2",
-            "--image-size", "64", "--iters", "2", "--trials", "3"]
-    by_mode = {}
-    for mode in ("grouped", "isolated"):
-        proc = subprocess.run(sweep_cmd(tmp_path / mode, *args, "--launch", mode),
+    """Per configuration, the trials of one process cannot tell launch-to-launch noise from a
+    real difference (on a shared 2-core machine the former is large), so the question "do
+    grouped launches measure differently?" is asked across the 8 configurations: a paired,
+    two-sided Wilcoxon signed-rank test on log(grouped / isolated) at alpha 0.01. Frameworks
+    run in ABBA order (ddp grouped, ddp isolated, ray isolated, ray grouped) against drift."""
+    from scipy.stats import wilcoxon
+
+    args = ["--models", "resnet101,vgg16", "--workers", "1,2", "--image-size", "64", "--iters",
+            "2", "--trials", "3"]
+    by_mode: dict[str, dict] = {"grouped": {}, "isolated": {}}
+    for framework, mode in (("ddp", "grouped"), ("ddp", "isolated"), ("ray", "isolated"),
+                            ("ray", "grouped")):
+        out = tmp_path / f"{framework}-{mode}"
+        proc = subprocess.run(sweep_cmd(out, "--frameworks", framework, *args, "--launch", mode),
                               capture_output=True, text=True, env=cli_env(), timeout=1200)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        records = read_records(tmp_path / mode / "results.jsonl")
+        records = read_records(out / "results.jsonl")
         assert {r["status"] for r in records} == {"ok"}, [r.get("error") for r in records]
         assert {r["launch"] for r in records} == {mode}
-        by_mode[mode] = {(r["framework"], r["model"], r["world_size"]): r for r in records}
+        by_mode[mode].update({(r["framework"], r["model"], r["world_size"]): r for r in records})
     assert by_mode["grouped"].keys() == by_mode["isolated"].keys() and len(by_mode["grouped"]) == 8
-    for key, grouped in by_mode["grouped"].items():
-        isolated = by_mode["isolated"][key]
-        diff = stats.difference(grouped["trial_images_per_sec"],
-                                isolated["trial_images_per_sec"], alpha=0.01)
-        assert not diff.significant, (key, grouped["trial_images_per_sec"],
-                                      isolated["trial_images_per_sec"], diff)
+    ratios = [math.log(by_mode["grouped"][k]["images_per_sec"]
+                       / by_mode["isolated"][k]["images_per_sec"]) for k in by_mode["grouped"]]
+    p = wilcoxon(ratios, alternative="two-sided").pvalue
+    assert p >= 0.01, ([round(math.exp(r), 3) for r in ratios], p)
