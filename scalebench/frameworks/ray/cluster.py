@@ -1,10 +1,12 @@
-"""The Ray cluster a sweep's runs use: is Ray usable here, is an address reachable, and the
-embedded local cluster (one per sweep, held by head.py) started on first use.
+"""The Ray cluster a sweep's runs use: is Ray usable here, is an address reachable, the
+embedded local cluster (one per sweep, held by head.py) started on first use, and the cluster
+on a Slurm allocation (SlurmCluster, one job step per node).
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import socket
 import subprocess
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from scalebench.frameworks import process
 from scalebench.frameworks.ray import resources
+from scalebench.slurm import allocation, steps
 
 PINNED = "2.60.0"
 SETUP_HINT = f"run `make setup` (installs ray[train]=={PINNED})"
@@ -166,3 +169,124 @@ class EmbeddedCluster:
             _log(self.log_path, "embedded Ray stopped")
 
 
+class SlurmCluster:
+    """Ray on a Slurm allocation, as Ray's documentation runs it under Slurm: `ray start --head
+    --block` as a job step on the first node, `ray start --address=HEAD --block` as one step on
+    each other node, each step holding the node's allocated CPUs and GPUs. Drivers connect from
+    their own steps (launcher.py). Started on first use; stopped (steps cancelled through Slurm,
+    local leftovers killed) when the sweep's Ray runs pause, end, or one times out.
+
+    Every step gets the same generated Ray token (RAY_AUTH_TOKEN), so nodes need no shared home.
+    """
+
+    def __init__(self, out_dir: Path, alloc: allocation.Allocation, device: str):
+        self.out_dir = out_dir
+        self.log_path = out_dir / LOG_FILE
+        self.alloc = alloc
+        self.gpus = alloc.gpus_per_node if device == "cuda" else 0
+        self._procs: list[subprocess.Popen] = []
+        self._infos: list[Path] = []
+        self._address: str | None = None
+        self._marker: str | None = None
+        self._token = secrets.token_hex(32)
+
+    @property
+    def nodes(self) -> list[dict[str, float]]:
+        """Known before start: every `ray start` is told its node's allocated resources."""
+        return [{"CPU": float(cpus), "GPU": float(self.gpus)} for cpus in self.alloc.cpus_per_node]
+
+    @property
+    def client_env(self) -> dict[str, str]:
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self._token}
+
+    @property
+    def steps(self) -> list[str]:
+        """The job step ids of the Ray nodes (head first)."""
+        return [s for s in (steps.step_id(steps.read_info(p)) for p in self._infos) if s]
+
+    def ensure_started(self) -> str:
+        if self._address is not None and all(p.poll() is None for p in self._procs):
+            return self._address
+        if self._procs:
+            _log(self.log_path, "a Ray node step on Slurm ended; restarting Ray")
+            self.stop()
+        return self._start()
+
+    def _node_step(self, index: int, args: list[str]) -> None:
+        node = self.alloc.nodes[index]
+        placement = allocation.Placement((node,), 1, self.alloc.cpus_per_node[index], self.gpus)
+        info = self.out_dir / f"ray-slurm-{index}.json"
+        info.unlink(missing_ok=True)
+        ray = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block",
+               f"--num-cpus={self.alloc.cpus_per_node[index]}", f"--num-gpus={self.gpus}",
+               "--disable-usage-stats", *args]
+        address = steps.node_address(node)
+        if not address.startswith("127."):  # a loopback NodeAddr (one-machine clusters): Ray picks
+            ray.append(f"--node-ip-address={address}")
+        cmd = steps.srun_command(placement, ray, name=f"ray-{'head' if index == 0 else 'node'}",
+                                 info_path=info, overlap=True, kill_on_bad_exit=False, bind=False)
+        env = process.base_env(1)
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env.pop(name, None)  # Ray's own processes; workers get theirs per run
+        env.update(self.client_env, RAY_USAGE_STATS_ENABLED="0")
+        env[process.MARKER_VAR] = self._marker or ""
+        with open(self.log_path, "ab") as log:
+            self._procs.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                                stderr=log, env=steps.srun_env(env),
+                                                start_new_session=True))
+        self._infos.append(info)
+
+    def _start(self) -> str:
+        import psutil
+
+        self._marker = uuid.uuid4().hex
+        head = self.alloc.nodes[0]
+        port = steps.free_port()
+        address = f"{steps.node_address(head)}:{port}"
+        try:
+            shm_free = shutil.disk_usage("/dev/shm").free
+        except OSError:
+            shm_free = None
+        store = resources.object_store_bytes(psutil.virtual_memory().total, shm_free)
+        _log(self.log_path, f"starting Ray on Slurm job {self.alloc.job_id}: head on {head} "
+             f"({address}), {len(self.alloc.nodes) - 1} more node(s)")
+        try:
+            self._node_step(0, ["--head", f"--port={port}", "--include-dashboard=false",
+                                f"--object-store-memory={store}"])
+            deadline = time.monotonic() + HEAD_START_TIMEOUT
+            while unreachable(address, timeout=2.0):
+                if self._procs[0].poll() is not None:
+                    raise RuntimeError(f"the head step ended (srun exit code "
+                                       f"{self._procs[0].returncode}); see {self.log_path}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the head did not listen at {address} within "
+                                       f"{HEAD_START_TIMEOUT:g} s; see {self.log_path}")
+                time.sleep(0.5)
+            for index in range(1, len(self.alloc.nodes)):
+                self._node_step(index, [f"--address={address}", f"--object-store-memory={store}"])
+        except BaseException:  # also Ctrl-C: never leave a half-started cluster behind
+            self.stop()
+            raise
+        self._address = address
+        return address
+
+    def stop(self) -> None:
+        """Cancel the node steps through Slurm, then kill whatever is left here."""
+        procs, marker, infos = self._procs, self._marker, self._infos
+        self._procs, self._infos, self._address, self._marker = [], [], None, None
+        if not procs:
+            return
+        for info in infos:
+            step = steps.step_id(steps.read_info(info))
+            if step:
+                steps.scancel(step)
+        deadline = time.monotonic() + HEAD_STOP_TIMEOUT
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for proc in procs:
+            process.kill_tree(proc.pid if proc.poll() is None else None, marker)
+            proc.wait()
+        _log(self.log_path, "Ray on Slurm stopped")

@@ -1,8 +1,11 @@
-"""Ray Train driver of one run: python -m scalebench.frameworks.ray.driver RUN_DIR --address ADDR.
+"""Ray Train driver of one run:
+python -m scalebench.frameworks.ray.driver RUN_DIR --address ADDR [--expect-nodes N].
 
 Started by the adapter through process.run_isolated (own session, timeout, whole-tree kill), so
 a hung fit never hangs the sweep: killing this process ends its Ray job, and Ray then stops the
 job's controller and training workers. Its console (Ray's included) goes to RUN_DIR's logs.
+Under Slurm it is a job step, and --expect-nodes makes it wait for the nodes of a cluster that
+is still starting.
 
 Files written to RUN_DIR (never stdout):
   ray-driver.json  stage reached and its times (read on timeout)
@@ -26,10 +29,12 @@ from scalebench.frameworks.process import RESULT_FILE
 from scalebench.frameworks.ray import resources
 
 DRIVER_FILE = "ray-driver.json"
+NODES_TIMEOUT = 120.0  # seconds for every node of a cluster being started to join
 ERROR_FILE = "ray-error.json"
 STAGES = {  # stage -> where a timeout caught the driver
     "starting": "while starting",
     "connecting": "while connecting to the Ray cluster",
+    "nodes": "while waiting for the Ray cluster's nodes to join",
     "fit": "during TorchTrainer.fit (worker start-up or training)",
 }
 
@@ -117,7 +122,17 @@ def make_trainer(job, run_dir: Path, address: str):
     )
 
 
-def run(run_dir: Path, address: str) -> int:
+def wait_for_nodes(expect: int, timeout: float) -> int:
+    """How many nodes are alive once `expect` are (or the timeout has passed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = len(alive_nodes())
+        if alive >= expect or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.5)
+
+
+def run(run_dir: Path, address: str, expect_nodes: int = 0) -> int:
     stages: dict = {"stage": "starting", "driver_start_unix": time.time()}
     _write(run_dir / DRIVER_FILE, stages)
     job = worker_io.read_job(run_dir)
@@ -137,6 +152,16 @@ def run(run_dir: Path, address: str) -> int:
             "traceback": "".join(traceback.format_exception(exc))})
         return 1
     stages.update(connected_unix=time.time())
+    if expect_nodes > 1:  # a cluster whose nodes are still joining (Ray on Slurm)
+        stages.update(stage="nodes")
+        _write(run_dir / DRIVER_FILE, stages)
+        alive = wait_for_nodes(expect_nodes, NODES_TIMEOUT)
+        if alive < expect_nodes:
+            _write(run_dir / ERROR_FILE, {
+                "error": f"only {alive} of the Ray cluster's {expect_nodes} nodes joined within "
+                         f"{NODES_TIMEOUT:g} s", "traceback": ""})
+            return 1
+        stages.update(nodes_unix=time.time())
     request = resources.per_worker(job.launch)
     problem = resources.check_fits(alive_nodes(), job.launch.world_size, request,
                                    job.launch.options.placement)
@@ -173,9 +198,10 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="scalebench.frameworks.ray.driver")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--address", required=True)
+    parser.add_argument("--expect-nodes", type=int, default=0)
     args = parser.parse_args(argv)
     try:
-        return run(args.run_dir, args.address)
+        return run(args.run_dir, args.address, args.expect_nodes)
     except Exception as exc:  # noqa: BLE001 - the parent records it
         _write(args.run_dir / ERROR_FILE, {"error": _one_line(f"{type(exc).__name__}: {exc}"),
                                            "traceback": traceback.format_exc()})

@@ -15,6 +15,7 @@ folder's stdout.log/stderr.log. Errors come back as one line (ray-error.json).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -25,9 +26,17 @@ from scalebench.frameworks import process
 from scalebench.frameworks.base import Framework, LaunchOutcome
 from scalebench.frameworks.ray import options as ray_options
 from scalebench.frameworks.ray import resources
-from scalebench.frameworks.ray.cluster import LOG_FILE, EmbeddedCluster, _log, probe, unreachable
+from scalebench.frameworks.ray.cluster import (
+    LOG_FILE,
+    EmbeddedCluster,
+    SlurmCluster,
+    _log,
+    probe,
+    unreachable,
+)
 from scalebench.frameworks.ray.driver import DRIVER_FILE, ERROR_FILE, STAGES
 from scalebench.launch import Job
+from scalebench.slurm import allocation, steps
 
 
 class RayTrain(Framework):
@@ -42,6 +51,7 @@ class RayTrain(Framework):
         self._available: tuple[bool, str] | None = None
         self._address: str | None = None
         self._embedded: EmbeddedCluster | None = None
+        self._slurm: SlurmCluster | None = None
         self._out_dir: Path | None = None
 
     def available(self) -> tuple[bool, str]:
@@ -62,18 +72,67 @@ class RayTrain(Framework):
         embedded, self._embedded = self._embedded, None
         if embedded is not None:
             embedded.stop()
+        on_slurm, self._slurm = self._slurm, None
+        if on_slurm is not None:
+            on_slurm.stop()
 
     def suspend(self) -> None:
         """Another framework runs next: stop the idle embedded cluster (its daemons take CPU
-        time from the other framework's measurement); the next Ray run starts a fresh one."""
+        time from the other framework's measurement, and on Slurm its steps hold the nodes);
+        the next Ray run starts a fresh one."""
         if self._embedded is not None:
             self._embedded.stop()
+        if self._slurm is not None:
+            self._slurm.stop()
+
+    def slurm_launch(self, job: Job, run_dir: Path, env: dict[str, str]) -> LaunchOutcome:
+        """The driver as a one-task step on the first node (sharing the CPUs the Ray node steps
+        hold: --overlap), against the Ray cluster on the allocation, or --ray-address's."""
+        launch = job.launch
+        alloc = allocation.current()
+        cluster_fields: dict = {}
+        expect = 0
+        if self._address is not None:
+            address = self._address
+            problem = unreachable(address)
+            if problem:
+                return LaunchOutcome("failed", None, problem, None, time.time())
+        else:
+            if self._slurm is None:
+                self._slurm = SlurmCluster(self._out_dir or run_dir.parent, alloc, launch.device)
+            problem = resources.check_fits(self._slurm.nodes, launch.world_size,
+                                           resources.per_worker(launch), launch.options.placement)
+            if problem:
+                return LaunchOutcome("failed", None, problem, None, time.time())
+            try:
+                address = self._slurm.ensure_started()
+            except (RuntimeError, OSError) as exc:
+                return LaunchOutcome("failed", None, f"Ray on Slurm: {exc}"[:500], None, time.time())
+            env.update(self._slurm.client_env)
+            expect = len(alloc.nodes)
+            cluster_fields = {"ray_steps": self._slurm.steps, "nodes": list(alloc.nodes),
+                              "nodelist": ",".join(alloc.nodes)}
+        cmd = [sys.executable, "-m", "scalebench.frameworks.ray.driver", str(run_dir),
+               "--address", address, "--expect-nodes", str(expect)]
+        driver = allocation.Placement((alloc.nodes[0],), 1, 1)
+        outcome = steps.launch_step(job, run_dir, driver, cmd, env,
+                                    lambda proc: outcome_from_run(run_dir, proc, launch.timeout),
+                                    overlap=True)
+        if outcome.status == "timeout" and self._slurm is not None:
+            _log(self._slurm.log_path, f"run {job.run_id} timed out; stopping Ray on Slurm "
+                 "(the next Ray run starts a fresh one)")
+            self._slurm.stop()
+        scheduler = {**outcome.scheduler, "driver_nodes": outcome.scheduler.get("nodes"),
+                     **cluster_fields}
+        return dataclasses.replace(outcome, scheduler=scheduler)
 
     def launch(self, job: Job, run_dir: Path) -> LaunchOutcome:
         process.write_spec(run_dir, job.to_json())
         launch = job.launch
         env = process.base_env(launch.threads_per_worker)
         env["RAY_USAGE_STATS_ENABLED"] = "0"
+        if launch.launcher == "slurm":
+            return self.slurm_launch(job, run_dir, env)
         if self._address is not None:
             address = self._address
             problem = unreachable(address)
