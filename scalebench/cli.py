@@ -13,7 +13,8 @@ import sys
 from scalebench import __version__
 from scalebench.errors import UserError
 
-COMMANDS = ["sweep", "report", "list", "env", "allreduce", "predict", "compare", "history"]
+COMMANDS = ["sweep", "report", "list", "env", "allreduce", "predict", "compare", "history",
+            "slurm-script"]
 
 
 class Parser(argparse.ArgumentParser):

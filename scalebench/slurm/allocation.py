@@ -101,6 +101,7 @@ class Allocation:
     ntasks: int | None = None  # the task count the job asked for (-n / --ntasks-per-node)
     tasks_per_node: int | None = None  # --ntasks-per-node, when the job gave it
     partition: str | None = None
+    label: str | None = None  # how messages name it (default: "Slurm job ID (...)")
 
     def __post_init__(self):
         if len(self.cpus_per_node) != len(self.nodes):
@@ -108,6 +109,8 @@ class Allocation:
                              f"{len(self.cpus_per_node)}")
 
     def describe(self) -> str:
+        if self.label:
+            return self.label
         cpus = sorted(set(self.cpus_per_node))
         cpu_text = "/".join(str(c) for c in cpus)
         gpus = f", {self.gpus_per_node} GPUs" if self.gpus_per_node else ""
