@@ -71,9 +71,10 @@ def srun_command(placement: Placement, command: Sequence[str], *, name: str, inf
            f"--ntasks={placement.tasks}", f"--ntasks-per-node={placement.tasks_per_node}",
            f"--nodelist={','.join(placement.nodes)}", "--distribution=block",
            f"--cpus-per-task={placement.cpus_per_task}",
-           f"--cpu-bind={'cores' if bind else 'none'}",
            f"--kill-on-bad-exit={1 if kill_on_bad_exit else 0}",
            "--mpi=none", "--export=ALL", "--quiet"]
+    if binds_cpus():  # else srun warns on every step
+        cmd.append(f"--cpu-bind={'cores' if bind else 'none'}")
     if placement.gpus_per_node:
         cmd.append(f"--gpus-per-node={placement.gpus_per_node}")
     if time_limit is not None:
@@ -100,11 +101,11 @@ def scancel(step: str) -> None:
     subprocess.run(["scancel", step], capture_output=True, timeout=30)
 
 
-_CONFIG: dict[str, int] = {}
+_CONFIG: dict[str, str] = {}
 
 
-def _config_seconds(name: str, default: int) -> int:
-    """A duration from `scontrol show config` ("KillWait = 30 sec"), read once."""
+def slurm_config(name: str) -> str | None:
+    """One value of `scontrol show config` ("KillWait" -> "30 sec"), all read once."""
     if not _CONFIG:
         try:
             text = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
@@ -112,13 +113,24 @@ def _config_seconds(name: str, default: int) -> int:
         except (OSError, subprocess.TimeoutExpired):
             text = ""
         for line in text.splitlines():
-            key, _, value = line.partition("=")
-            number = re.match(r"\s*(\d+)", value)
-            if number:
-                minutes = "min" in value and "sec" not in value
-                _CONFIG[key.strip()] = int(number.group(1)) * (60 if minutes else 1)
-        _CONFIG.setdefault("", 0)
-    return _CONFIG.get(name, default)
+            key, sep, value = line.partition("=")
+            if sep:
+                _CONFIG[key.strip()] = value.strip()
+        _CONFIG.setdefault("", "")
+    return _CONFIG.get(name)
+
+
+def _config_seconds(name: str, default: int) -> int:
+    value = slurm_config(name) or ""
+    number = re.match(r"(\d+)", value)
+    if not number:
+        return default
+    return int(number.group(1)) * (60 if "min" in value else 1)
+
+
+def binds_cpus() -> bool:
+    """Whether the cluster's task plugin can bind tasks to cores (task/none cannot)."""
+    return "task/none" not in (slurm_config("TaskPlugin") or "")
 
 
 def guard_seconds(timeout: float) -> float:
