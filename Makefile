@@ -13,6 +13,7 @@ sweep: setup
 	$(PY) -m scalebench sweep workloads/default.toml
 
 test: setup
+	@bash scripts/setup_slurm.sh
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-quick: setup

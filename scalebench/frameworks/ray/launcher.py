@@ -110,14 +110,15 @@ class RayTrain(Framework):
                 return LaunchOutcome("failed", None, f"Ray on Slurm: {exc}"[:500], None, time.time())
             env.update(self._slurm.client_env)
             expect = len(alloc.nodes)
-            cluster_fields = {"ray_steps": self._slurm.steps, "nodes": list(alloc.nodes),
-                              "nodelist": ",".join(alloc.nodes)}
+            cluster_fields = {"nodes": list(alloc.nodes), "nodelist": ",".join(alloc.nodes)}
         cmd = [sys.executable, "-m", "scalebench.frameworks.ray.driver", str(run_dir),
                "--address", address, "--expect-nodes", str(expect)]
         driver = allocation.Placement((alloc.nodes[0],), 1, 1)
         outcome = steps.launch_step(job, run_dir, driver, cmd, env,
                                     lambda proc: outcome_from_run(run_dir, proc, launch.timeout),
                                     overlap=True)
+        if self._slurm is not None and self._address is None:
+            cluster_fields["ray_steps"] = self._slurm.steps  # the node steps have started by now
         if outcome.status == "timeout" and self._slurm is not None:
             _log(self._slurm.log_path, f"run {job.run_id} timed out; stopping Ray on Slurm "
                  "(the next Ray run starts a fresh one)")
