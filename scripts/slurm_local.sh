@@ -32,10 +32,16 @@ stop() {
         [ -f "$pidfile" ] || continue
         pid=$(cat "$pidfile" 2>/dev/null || true)
         [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || continue
-        for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        for i in $(seq 50); do running "$pid" || break; sleep 0.1; done
         kill -KILL "$pid" 2>/dev/null || true
         rm -f "$pidfile"
     done
+}
+
+running() {  # alive and not a zombie (an init that reaps late leaves those behind)
+    local state
+    state=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+    [ "${state:0:1}" != Z ]
 }
 
 free_port() {
