@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
 import socket
@@ -164,8 +165,6 @@ def _is_loopback(address: str) -> bool:
 
 def this_host_address(peers: Sequence[str]) -> str:
     """An address of this machine that the step's nodes reach (a server the sweep holds)."""
-    import os
-
     here = os.environ.get("SLURMD_NODENAME")  # the batch step runs on an allocated node
     if here:
         address = node_address(here)

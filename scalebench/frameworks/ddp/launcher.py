@@ -1,4 +1,4 @@
-"""torchrun command and the DDP adapter."""
+"""torchrun command, the Slurm step (one task per worker) and the DDP adapter."""
 
 from __future__ import annotations
 

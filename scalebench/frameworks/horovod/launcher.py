@@ -1,4 +1,4 @@
-"""horovodrun command and the Horovod adapter."""
+"""horovodrun command, the Slurm step (srun-launched Gloo workers) and the Horovod adapter."""
 
 from __future__ import annotations
 

@@ -9,6 +9,9 @@ torchrun for DDP. Its timeout kills the driver; Ray then stops the job's control
 After a timeout the embedded cluster is also restarted, so nothing hung survives into the next
 run. The driver calls TorchTrainer.fit; each worker (worker.py) runs the shared loop.
 
+With --launcher slurm the cluster is Ray on the allocation (cluster.SlurmCluster: one job step
+per node) unless --ray-address names another, and each driver is a job step of its own.
+
 Ray's console goes to files: the embedded cluster's to OUT/ray.log, each driver's to its run
 folder's stdout.log/stderr.log. Errors come back as one line (ray-error.json).
 """
