@@ -151,6 +151,23 @@ def test_task_environment_for_torch():
     assert (info["job_id"], info["step_id"], info["nodes"]) == ("9", "3", ["n1", "n2"])
 
 
+def test_horovod_slots_follow_slurm_ranks_node_by_node():
+    pytest.importorskip("horovod.runner")
+    from horovod.runner.common.util.hosts import HostInfo, get_host_assignments
+
+    from scalebench.frameworks.horovod.slurm_worker import interface_to, slot_env
+
+    plan = get_host_assignments([HostInfo("n1", 2), HostInfo("n2", 2)], 4)
+    # srun --distribution=block --ntasks-per-node=2: ranks 0,1 on n1 and 2,3 on n2, as here
+    assert [(s.hostname, s.local_rank, s.cross_rank) for s in plan] == [
+        ("n1", 0, 0), ("n1", 1, 0), ("n2", 0, 1), ("n2", 1, 1)]
+    assert slot_env(vars(plan[3])) == {
+        "HOROVOD_HOSTNAME": "n2", "HOROVOD_RANK": "3", "HOROVOD_SIZE": "4",
+        "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2", "HOROVOD_CROSS_RANK": "1",
+        "HOROVOD_CROSS_SIZE": "2"}
+    assert interface_to("127.0.0.1") == "lo"
+
+
 # What slurmstepd and srun print (Slurm 22.05), as seen on the test cluster.
 TIME_LIMIT = """slurmstepd-vm: error: *** STEP 6.0 ON vm CANCELLED AT 2026-12-03T05:10:37 DUE TO \
 TIME LIMIT ***
