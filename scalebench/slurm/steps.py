@@ -306,6 +306,11 @@ def run_step(cmd: Sequence[str], env: Mapping[str, str], run_dir: Path, timeout:
             f"Slurm ended {name} at its time limit ({minutes} min: the run's {timeout:g} s "
             "timeout in whole minutes); all its tasks were killed"))
         state = "TIMEOUT"
+    elif proc.timed_out and step is None:
+        outcome = replace(outcome, status="timeout", result=None, error=(
+            f"the step did not start within {guard_seconds(timeout):g} s (srun waiting for "
+            "resources of the allocation?); srun killed"))
+        state = "TIMEOUT"
     elif proc.timed_out:
         outcome = replace(outcome, status="timeout", result=None, error=(
             f"no result within the {timeout:g} s timeout and Slurm had not ended {name} "
