@@ -67,6 +67,10 @@ class Framework:
         """(True, version) or (False, reason and the command that fixes it)."""
         raise NotImplementedError
 
+    def slurm_problem(self, options: Any) -> str | None:
+        """Why these options cannot run as Slurm job steps (None: they can)."""
+        return None
+
     def unavailable_for(self, job: Job) -> str | None:
         """Why this framework cannot run this job here although it is installed (e.g. a
         Horovod without NCCL asked for CUDA), with the fix; None when it can."""

@@ -106,7 +106,7 @@ def launch_spec(sweep, framework: str, world: int, device: devices.DeviceInfo) -
     if sweep.launcher == "slurm":
         from scalebench.slurm import allocation
 
-        problem = getattr(frameworks.get(framework), "slurm_problem", lambda _: None)(options)
+        problem = frameworks.get(framework).slurm_problem(options)
         if problem:
             raise UserError(problem)
         place = allocation.current().place(world, device.device, sweep.threads_per_worker)
