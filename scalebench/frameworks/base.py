@@ -55,10 +55,12 @@ class Framework:
     # Options that change the timed step: part of a configuration's identity (identity.py).
     step_options: tuple[str, ...] = ()
     default_bucket_bytes: int = 25 * MIB
+    bucket_option: str | None = None  # the option (in MiB) that sets the message size
 
     def bucket_bytes(self, options: dict) -> int:
         """Gradient bytes per allreduce message (DDP bucket, Horovod fusion buffer)."""
-        return self.default_bucket_bytes
+        mb = options.get(self.bucket_option) if self.bucket_option else None
+        return self.default_bucket_bytes if mb is None else int(mb * MIB)
 
     def check_options(self, options: Any, workers: tuple[int, ...] | None) -> None:
         """Consistency of the options with each other and with the worker counts (UserError)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from scalebench.envinfo import package_version
 from scalebench.frameworks import process
-from scalebench.frameworks.base import MIB, Framework, LaunchOutcome
+from scalebench.frameworks.base import Framework, LaunchOutcome
 from scalebench.frameworks.ddp import options as ddp_options
 from scalebench.launch import Job
 from scalebench.slurm import steps
@@ -56,10 +56,8 @@ class DDP(Framework):
     table = ddp_options.TABLE
     flags = ddp_options.FLAGS
     step_options = ("bucket_cap_mb",)
+    bucket_option = "bucket_cap_mb"
 
-    def bucket_bytes(self, options: dict) -> int:
-        mb = options.get("bucket_cap_mb")
-        return self.default_bucket_bytes if mb is None else int(mb * MIB)
 
     def check_options(self, options, workers) -> None:
         ddp_options.check(options, workers)

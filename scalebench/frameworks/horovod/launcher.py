@@ -122,11 +122,9 @@ class Horovod(Framework):
     table = hvd_options.TABLE
     flags = hvd_options.FLAGS
     step_options = ("fp16_allreduce", "fusion_threshold_mb", "cycle_time_ms", "timeline")
+    bucket_option = "fusion_threshold_mb"
     default_bucket_bytes = 128 * MIB  # HOROVOD_FUSION_THRESHOLD since Horovod 0.21
 
-    def bucket_bytes(self, options: dict) -> int:
-        mb = options.get("fusion_threshold_mb")
-        return self.default_bucket_bytes if mb is None else int(mb * MIB)
 
     def check_options(self, options, workers) -> None:
         hvd_options.check(options, workers)
