@@ -309,7 +309,8 @@ def test_embedded_cluster_quiet_terminal_then_ctrl_c_shuts_it_down(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "scalebench", "sweep", "--frameworks", "ray", "--models",
            "inception_v3,resnet101", "--workers", "2", "--batch-size", "2", "--image-size", "75",
-           "--warmup", "1", "--iters", "1", "--trials", "2", "--device", "cpu", "--out", str(out)]
+           "--warmup", "1", "--iters", "1", "--trials", "2", "--device", "cpu", "--out", str(out),
+           "--launch", "isolated"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=cli_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
