@@ -305,6 +305,18 @@ def squeue(conf: Path, *args: str) -> str:
                           env=slurm_env(conf), timeout=30).stdout
 
 
+def cluster_state(conf: Path) -> str:
+    """What the private cluster says about itself: for the message of a failing test."""
+    env = slurm_env(conf)
+    parts = []
+    for cmd in (["sinfo", "-N", "-o", "%N %T %C %E"], ["squeue", "-o", "%i %T %R %j"]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=30)
+        parts.append(" ".join(cmd) + ":\n" + proc.stdout + proc.stderr)
+    for log in sorted((conf.parent / "log").glob("slurm*.log")):
+        parts.append(f"{log.name}:\n" + "\n".join(log.read_text().splitlines()[-15:]))
+    return "\n".join(parts)
+
+
 def leftovers(text: str) -> list[str]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
@@ -390,7 +402,11 @@ def test_time_limit_is_timeout_and_scancel_is_failed_and_the_sweep_goes_on(one_n
             found = sorted(first.glob("*/slurm-step.json"))
             info = steps.read_info(found[0]) if found else None
             time.sleep(0.5)
-        assert info, "the first step never started"
+        if info is None:
+            state = cluster_state(one_node)
+            sweep.kill()
+            pytest.fail("the first step never started\n" + state + "\nsweep's stderr:\n"
+                        + sweep.communicate(timeout=30)[1][-3000:])
         time.sleep(3)
         subprocess.run(["scancel", f"{info['job_id']}.{info['step_id']}"], env=env, check=True,
                        timeout=30)
@@ -414,9 +430,12 @@ def test_time_limit_is_timeout_and_scancel_is_failed_and_the_sweep_goes_on(one_n
 @pytest.mark.slow
 def test_a_request_the_allocation_cannot_hold_launches_nothing(one_node, tmp_path):
     out = tmp_path / "toobig"
-    proc = subprocess.run(["salloc", "--ntasks=2", "--quiet",
-                           *sweep_args(out, "--frameworks", "ddp", "--workers", "1,4")],
-                          capture_output=True, text=True, env=slurm_env(one_node), timeout=120)
+    try:
+        proc = subprocess.run(["salloc", "--ntasks=2", "--quiet",
+                               *sweep_args(out, "--frameworks", "ddp", "--workers", "1,4")],
+                              capture_output=True, text=True, env=slurm_env(one_node), timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("salloc did not return within 120 s\n" + cluster_state(one_node))
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith("scalebench sweep: error: workers: 4 workers need 4 tasks, Slurm job ")
