@@ -9,6 +9,7 @@ grouped / isolated. Goals on a 2-core CPU machine: ratio <= 0.65, timed share of
 sweep >= 50%.
 
     python benchmarks/sweep_walltime.py [--workload workloads/default.toml] [--rounds 1]
+        [--also-without-breakdown]
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ def one_sweep(values: dict, mode: str, out: Path) -> tuple[float, float, int, in
     outcome = run_sweep(spec, Progress(0, stream=io.StringIO(), live=False))
     wall = time.monotonic() - start
     ok = [r for r in outcome.records if r["status"] == "ok"]
+    startup = sum(float(r.get("startup_seconds") or 0.0) for r in ok)
+    print(f"  {mode}: recorded start-up (launch to first step, per group or run) {startup:.1f} s",
+          flush=True)
     return wall, sum(timed_seconds(r) for r in ok), len(ok), len(outcome.records)
 
 
@@ -58,6 +62,8 @@ def main() -> None:
     p.add_argument("--models", help="override the workload's models (comma list)")
     p.add_argument("--rounds", type=int, default=1, help="pairs of sweeps; order alternates")
     p.add_argument("--out", default="results/sweep-walltime")
+    p.add_argument("--also-without-breakdown", action="store_true",
+                   help="then one more grouped sweep with --no-breakdown: the breakdown's cost")
     a = p.parse_args()
     values = config.load_workload(a.workload)
     for key in ("frameworks", "models"):
@@ -78,6 +84,13 @@ def main() -> None:
     print(f"wall time grouped / isolated: {ratio:.3f} (goal <= {GOAL_RATIO}); timed share of "
           f"the grouped sweep {share:.1%} (goal >= {GOAL_TIMED_SHARE:.0%}); isolated "
           f"{isolated[1] / isolated[0]:.1%}")
+    if a.also_without_breakdown:
+        wall, timed, ok, n = one_sweep({**values, "breakdown": False}, "grouped",
+                                       Path(a.out) / "grouped-no-breakdown")
+        with_it = grouped[0] / a.rounds
+        print(f"grouped --no-breakdown: {ok} of {n} runs ok, wall {wall:7.1f} s, warm-up + timed "
+              f"{timed:7.1f} s ({timed / wall:.1%}); the breakdown's windows add "
+              f"{with_it - wall:.1f} s ({with_it / wall - 1:+.1%}) to the grouped sweep")
 
 
 if __name__ == "__main__":

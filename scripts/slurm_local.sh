@@ -82,7 +82,8 @@ munged --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
 
 host=$(hostname -s)
 user=$(id -un)
-cores=$(nproc)
+# nproc obeys OMP_NUM_THREADS (a caller's thread setting), which says nothing about the cores
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 if [ "$nodes" -eq 1 ]; then
     cpus=$cores
     task_plugin=task/affinity

@@ -24,6 +24,17 @@ def cli_env() -> dict[str, str]:
     return env
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Tests that run worker code in this process (measure.run sets OMP_NUM_THREADS) must not
+    leak into later tests: every child process inherits this environment."""
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture
 def scalebench_cmd() -> list[str]:
     return [sys.executable, "-m", "scalebench"]

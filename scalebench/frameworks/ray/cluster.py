@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from scalebench.frameworks import process
@@ -75,6 +76,41 @@ def _log(path: Path, text: str) -> None:
         fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} scalebench: {text}\n")
 
 
+def _object_store_here() -> int:
+    import psutil
+
+    try:
+        shm_free = shutil.disk_usage("/dev/shm").free
+    except OSError:
+        shm_free = None
+    return resources.object_store_bytes(psutil.virtual_memory().total, shm_free)
+
+
+def _daemon_env(marker: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of Ray's own processes (head, node daemons): no per-run thread count
+    (workers get theirs per run), no usage stats, and the cluster's marker, which every process
+    Ray starts inherits (stop() finds orphans by it)."""
+    env = process.base_env(1)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.pop(name, None)
+    env.update(extra or {}, RAY_USAGE_STATS_ENABLED="0")
+    env[process.MARKER_VAR] = marker
+    return env
+
+
+def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen, poll: float,
+                ended: Callable[[int], str], late: Callable[[], str]) -> None:
+    """Poll ready() until it is true; RuntimeError(ended(exit code)) when proc ends first,
+    RuntimeError(late()) when HEAD_START_TIMEOUT passes."""
+    deadline = time.monotonic() + HEAD_START_TIMEOUT
+    while not ready():
+        if proc.poll() is not None:
+            raise RuntimeError(ended(proc.returncode))
+        if time.monotonic() > deadline:
+            raise RuntimeError(late())
+        time.sleep(poll)
+
+
 class EmbeddedCluster:
     """One local Ray instance for a sweep, held by a head.py process; started on first use."""
 
@@ -107,38 +143,23 @@ class EmbeddedCluster:
         return self._start()
 
     def _start(self) -> str:
-        import psutil
-
         self.info_path.unlink(missing_ok=True)
-        try:
-            shm_free = shutil.disk_usage("/dev/shm").free
-        except OSError:
-            shm_free = None
-        store = resources.object_store_bytes(psutil.virtual_memory().total, shm_free)
+        store = _object_store_here()
         cmd = [sys.executable, "-m", "scalebench.frameworks.ray.head", "--info", str(self.info_path),
                "--num-cpus", str(self.num_cpus), "--num-gpus", str(self.num_gpus),
                "--object-store-bytes", str(store)]
-        env = process.base_env(1)
-        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env.pop(name, None)  # Ray's own processes; workers get theirs per run
-        env["RAY_USAGE_STATS_ENABLED"] = "0"
         self._marker = uuid.uuid4().hex
-        env[process.MARKER_VAR] = self._marker
         _log(self.log_path, f"starting embedded Ray: {self.num_cpus} CPUs, {self.num_gpus} GPUs, "
              f"object store {store // resources.MIB} MiB")
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log,
-                                          env=env, start_new_session=True)
-        deadline = time.monotonic() + HEAD_START_TIMEOUT
+                                          env=_daemon_env(self._marker), start_new_session=True)
         try:
-            while not self.info_path.is_file():
-                if self._proc.poll() is not None:
-                    raise RuntimeError(f"did not start (exit code "
-                                       f"{self._proc.returncode}): {self._last_log_line()}")
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"did not start within "
-                                       f"{HEAD_START_TIMEOUT:g} s: {self._last_log_line()}")
-                time.sleep(0.2)
+            _wait_until(self.info_path.is_file, self._proc, poll=0.2,
+                        ended=lambda code: f"did not start (exit code {code}): "
+                                           f"{self._last_log_line()}",
+                        late=lambda: f"did not start within {HEAD_START_TIMEOUT:g} s: "
+                                     f"{self._last_log_line()}")
             self._info = json.loads(self.info_path.read_text())
         except BaseException:  # also Ctrl-C: never leave a half-started cluster behind
             self.stop()
@@ -225,11 +246,7 @@ class SlurmCluster:
             ray.append(f"--node-ip-address={address}")
         cmd = steps.srun_command(placement, ray, name=f"ray-{'head' if index == 0 else 'node'}",
                                  info_path=info, overlap=True, kill_on_bad_exit=False, bind=False)
-        env = process.base_env(1)
-        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env.pop(name, None)  # Ray's own processes; workers get theirs per run
-        env.update(self.client_env, RAY_USAGE_STATS_ENABLED="0")
-        env[process.MARKER_VAR] = self._marker or ""
+        env = _daemon_env(self._marker or "", self.client_env)
         with open(self.log_path, "ab") as log:
             self._procs.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                                 stderr=log, env=steps.srun_env(env),
@@ -237,31 +254,21 @@ class SlurmCluster:
         self._infos.append(info)
 
     def _start(self) -> str:
-        import psutil
-
         self._marker = uuid.uuid4().hex
         head = self.alloc.nodes[0]
         port = steps.free_port()
         address = f"{steps.node_address(head)}:{port}"
-        try:
-            shm_free = shutil.disk_usage("/dev/shm").free
-        except OSError:
-            shm_free = None
-        store = resources.object_store_bytes(psutil.virtual_memory().total, shm_free)
+        store = _object_store_here()
         _log(self.log_path, f"starting Ray on Slurm job {self.alloc.job_id}: head on {head} "
              f"({address}), {len(self.alloc.nodes) - 1} more node(s)")
         try:
             self._node_step(0, ["--head", f"--port={port}", "--include-dashboard=false",
                                 f"--object-store-memory={store}"])
-            deadline = time.monotonic() + HEAD_START_TIMEOUT
-            while unreachable(address, timeout=2.0):
-                if self._procs[0].poll() is not None:
-                    raise RuntimeError(f"the head step ended (srun exit code "
-                                       f"{self._procs[0].returncode}); see {self.log_path}")
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the head did not listen at {address} within "
-                                       f"{HEAD_START_TIMEOUT:g} s; see {self.log_path}")
-                time.sleep(0.5)
+            _wait_until(lambda: unreachable(address, timeout=2.0) is None, self._procs[0], poll=0.5,
+                        ended=lambda code: f"the head step ended (srun exit code {code}); see "
+                                           f"{self.log_path}",
+                        late=lambda: f"the head did not listen at {address} within "
+                                     f"{HEAD_START_TIMEOUT:g} s; see {self.log_path}")
             for index in range(1, len(self.alloc.nodes)):
                 self._node_step(index, [f"--address={address}", f"--object-store-memory={store}"])
         except BaseException:  # also Ctrl-C: never leave a half-started cluster behind

@@ -38,7 +38,7 @@ from scalebench.frameworks.ray.cluster import (
     unreachable,
 )
 from scalebench.frameworks.ray.driver import DRIVER_FILE, ERROR_FILE, STAGES
-from scalebench.launch import Job
+from scalebench.launch import Job, LaunchSpec
 from scalebench.slurm import allocation, steps
 
 
@@ -88,44 +88,55 @@ class RayTrain(Framework):
         if self._slurm is not None:
             self._slurm.stop()
 
+    def _target(self, cluster: EmbeddedCluster | SlurmCluster | None,
+                launch: LaunchSpec) -> tuple[str | None, str | None]:
+        """(address, None): --ray-address's, or the sweep's own cluster's, started on first use
+        once the run is known to fit it; (None, why) when neither can take the run."""
+        if self._address is not None:
+            problem = unreachable(self._address)
+            return (None, problem) if problem else (self._address, None)
+        problem = resources.check_fits(cluster.nodes, launch.world_size,
+                                       resources.per_worker(launch), launch.options.placement)
+        if problem:
+            return None, problem
+        try:
+            return cluster.ensure_started(), None
+        except (RuntimeError, OSError) as exc:
+            what = "Ray on Slurm" if isinstance(cluster, SlurmCluster) else "embedded Ray"
+            return None, f"{what}: {exc}"[:500]
+
+    @staticmethod
+    def _restart_after_timeout(cluster, outcome: LaunchOutcome, job: Job) -> None:
+        """Nothing hung survives into the next run: a timed-out run's cluster is stopped (the
+        next Ray run starts a fresh one)."""
+        if outcome.status == "timeout" and cluster is not None:
+            _log(cluster.log_path, f"run {job.run_id} timed out; stopping Ray (the next Ray run "
+                 "starts a fresh one)")
+            cluster.stop()
+
     def slurm_launch(self, job: Job, run_dir: Path, env: dict[str, str]) -> LaunchOutcome:
         """The driver as a one-task step on the first node (sharing the CPUs the Ray node steps
         hold: --overlap), against the Ray cluster on the allocation, or --ray-address's."""
-        launch = job.launch
         alloc = allocation.current()
-        cluster_fields: dict = {}
-        expect = 0
-        if self._address is not None:
-            address = self._address
-            problem = unreachable(address)
-            if problem:
-                return LaunchOutcome("failed", None, problem, None, time.time())
-        else:
-            if self._slurm is None:
-                self._slurm = SlurmCluster(self._out_dir or run_dir.parent, alloc, launch.device)
-            problem = resources.check_fits(self._slurm.nodes, launch.world_size,
-                                           resources.per_worker(launch), launch.options.placement)
-            if problem:
-                return LaunchOutcome("failed", None, problem, None, time.time())
-            try:
-                address = self._slurm.ensure_started()
-            except (RuntimeError, OSError) as exc:
-                return LaunchOutcome("failed", None, f"Ray on Slurm: {exc}"[:500], None, time.time())
-            env.update(self._slurm.client_env)
-            expect = len(alloc.nodes)
-            cluster_fields = {"nodes": list(alloc.nodes), "nodelist": ",".join(alloc.nodes)}
+        if self._address is None and self._slurm is None:
+            self._slurm = SlurmCluster(self._out_dir or run_dir.parent, alloc, job.launch.device)
+        own = self._slurm if self._address is None else None
+        address, problem = self._target(own, job.launch)
+        if problem:
+            return LaunchOutcome("failed", None, problem, None, time.time())
         cmd = [sys.executable, "-m", "scalebench.frameworks.ray.driver", str(run_dir),
-               "--address", address, "--expect-nodes", str(expect)]
+               "--address", address, "--expect-nodes", str(len(alloc.nodes) if own else 0)]
+        if own is not None:
+            env.update(own.client_env)
         driver = allocation.Placement((alloc.nodes[0],), 1, 1)
         outcome = steps.launch_step(job, run_dir, driver, cmd, env,
-                                    lambda proc: outcome_from_run(run_dir, proc, launch.timeout),
+                                    lambda proc: outcome_from_run(run_dir, proc, job.launch.timeout),
                                     overlap=True)
-        if self._slurm is not None and self._address is None:
-            cluster_fields["ray_steps"] = self._slurm.steps  # the node steps have started by now
-        if outcome.status == "timeout" and self._slurm is not None:
-            _log(self._slurm.log_path, f"run {job.run_id} timed out; stopping Ray on Slurm "
-                 "(the next Ray run starts a fresh one)")
-            self._slurm.stop()
+        cluster_fields: dict = {}
+        if own is not None:  # the node steps have started by now
+            cluster_fields = {"nodes": list(alloc.nodes), "nodelist": ",".join(alloc.nodes),
+                              "ray_steps": own.steps}
+        self._restart_after_timeout(own, outcome, job)
         scheduler = {**outcome.scheduler, "driver_nodes": outcome.scheduler.get("nodes"),
                      **cluster_fields}
         return dataclasses.replace(outcome, scheduler=scheduler)
@@ -137,32 +148,20 @@ class RayTrain(Framework):
         env["RAY_USAGE_STATS_ENABLED"] = "0"
         if launch.launcher == "slurm":
             return self.slurm_launch(job, run_dir, env)
-        if self._address is not None:
-            address = self._address
-            problem = unreachable(address)
-            if problem:
-                return LaunchOutcome("failed", None, problem, None, time.time())
-        else:
-            if self._embedded is None:  # launched without open_session (tests, scripts)
-                self._embedded = EmbeddedCluster(run_dir.parent, cpu_cores(), 0)
-            problem = resources.check_fits(self._embedded.nodes, launch.world_size,
-                                           resources.per_worker(launch),
-                                           launch.options.placement)
-            if problem:
-                return LaunchOutcome("failed", None, problem, None, time.time())
-            try:
-                address = self._embedded.ensure_started()
-            except (RuntimeError, OSError) as exc:
-                return LaunchOutcome("failed", None, f"embedded Ray: {exc}"[:500], None, time.time())
-            env.update(self._embedded.client_env)
+        if self._address is None and self._embedded is None:
+            # launched without open_session (tests, scripts)
+            self._embedded = EmbeddedCluster(run_dir.parent, cpu_cores(), 0)
+        own = self._embedded if self._address is None else None
+        address, problem = self._target(own, launch)
+        if problem:
+            return LaunchOutcome("failed", None, problem, None, time.time())
+        if own is not None:
+            env.update(own.client_env)
         cmd = [sys.executable, "-m", "scalebench.frameworks.ray.driver", str(run_dir),
                "--address", address]
         proc = process.run_isolated(cmd, env, launch.timeout, run_dir)
         outcome = outcome_from_run(run_dir, proc, launch.timeout)
-        if outcome.status == "timeout" and self._embedded is not None:
-            _log(self._embedded.log_path, f"run {job.run_id} timed out; stopping embedded Ray "
-                 "(the next Ray run starts a fresh one)")
-            self._embedded.stop()
+        self._restart_after_timeout(own, outcome, job)
         return outcome
 
 
