@@ -68,12 +68,14 @@ def free_port() -> int:
 
 def test_all_models_one_and_two_workers(tmp_path):
     out = tmp_path / "sweep"
-    proc = run_sweep(out, "--models", "resnet101,inception_v3,vgg16", "--workers", "1,2",
-                     "--launch", "isolated")
+    # the default grouped launch: one torchrun per worker count, the three models in it
+    proc = run_sweep(out, "--models", "resnet101,inception_v3,vgg16", "--workers", "1,2")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     records = read_records(out / "results.jsonl")
     assert [(r["model"], r["world_size"], r["status"]) for r in records] == [
-        (m, w, "ok") for m in ("resnet101", "inception_v3", "vgg16") for w in (1, 2)]
+        (m, w, "ok") for w in (1, 2) for m in ("resnet101", "inception_v3", "vgg16")]
+    assert [(r["launch"], r["group_position"]) for r in records] == [
+        ("grouped", i) for _ in (1, 2) for i in (1, 2, 3)]
     for r in records:
         results.validate(r)
         assert r["backend"] == "gloo" and r["device"] == "cpu"

@@ -63,12 +63,14 @@ def sweep(out: Path, *args: str, env: dict | None = None) -> subprocess.Complete
 @pytest.mark.slow
 @needs_horovod
 def test_all_models_one_and_two_workers_with_identical_replicas(tmp_path):
+    # grouped (the default): each model rebuilt and broadcast again inside one horovodrun
     proc = sweep(tmp_path, "--frameworks", "horovod", "--models", "resnet101,inception_v3,vgg16",
-                 "--workers", "1,2", "--launch", "isolated")
+                 "--workers", "1,2")
     assert proc.returncode == 0, proc.stderr
     records = read_records(tmp_path / "results.jsonl")
     assert [(r["model"], r["world_size"], r["status"]) for r in records] == [
-        (m, w, "ok") for m in ("resnet101", "inception_v3", "vgg16") for w in (1, 2)]
+        (m, w, "ok") for w in (1, 2) for m in ("resnet101", "inception_v3", "vgg16")]
+    assert {r["launch"] for r in records} == {"grouped"}
     for r in records:
         assert r["framework"] == "horovod" and r["nodes"] == 1
         assert r["threads_measured"] == [r["threads_per_worker"]] * r["world_size"]

@@ -202,11 +202,13 @@ def test_timeout_kills_the_driver_and_ray_stops_its_workers(tmp_path, two_nodes)
 
 @pytest.mark.slow
 def test_all_models_one_and_two_workers(tmp_path, two_nodes):
+    # grouped: one TorchTrainer fit per worker count measures the three models
     records = sweep(tmp_path / "out", models="resnet101,inception_v3,vgg16", workers="1,2",
-                    ray={"address": two_nodes})
+                    ray={"address": two_nodes}, launch="grouped")
     assert [(r["model"], r["world_size"], r["status"]) for r in records] == [
-        (m, w, "ok") for m in ("resnet101", "inception_v3", "vgg16") for w in (1, 2)], \
+        (m, w, "ok") for w in (1, 2) for m in ("resnet101", "inception_v3", "vgg16")], \
         [r.get("error") for r in records]
+    assert len({r["group_id"] for r in records}) == 2
     for r in records:
         results.validate(r)
         assert r["backend"] == "gloo" and r["framework"] == "ray"
