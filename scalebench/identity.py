@@ -81,13 +81,17 @@ def scaling_batch(record: Mapping[str, Any]) -> Any:
         record.get("batch_size")
 
 
+def _key(record: Mapping[str, Any], fields: Sequence[str], **derived: Any) -> tuple:
+    """The values of `fields`, with the device kind, the TF32 setting and `derived` worked out
+    rather than read (older records lack them)."""
+    values = {**record, "device_kind": device_kind(record), "tf32": tf32_setting(record),
+              **derived}
+    return tuple(values.get(f) for f in fields)
+
+
 def config_key(record: Mapping[str, Any]) -> tuple:
     """The configuration of a train record (or summary row): values of CONFIG_FIELDS."""
-    values = dict(record)
-    values["device_kind"] = device_kind(record)
-    values["step_options"] = step_options_text(record)
-    values["tf32"] = tf32_setting(record)
-    return tuple(values.get(f) for f in CONFIG_FIELDS)
+    return _key(record, CONFIG_FIELDS, step_options=step_options_text(record))
 
 
 def key_dict(key: Sequence) -> dict[str, Any]:
@@ -120,11 +124,7 @@ def best_baseline_key(record: Mapping[str, Any]) -> tuple:
 
 def series_key(record: Mapping[str, Any]) -> tuple:
     """Runs along one scaling curve, across frameworks: values of SERIES_FIELDS."""
-    values = dict(record)
-    values["device_kind"] = device_kind(record)
-    values["scaling_batch"] = scaling_batch(record)
-    values["tf32"] = tf32_setting(record)
-    return tuple(values.get(f) for f in SERIES_FIELDS)
+    return _key(record, SERIES_FIELDS, scaling_batch=scaling_batch(record))
 
 
 def line_key(record: Mapping[str, Any]) -> tuple:
