@@ -103,7 +103,7 @@ while IFS=$'\t' read -r file expr; do
   ! cmp -s "$SRC/$file" "$TMP/orig" || fail "patch '$expr' changed nothing in $file"
 done <<<"$PATCH"
 
-MAKEFLAGS=-j$(nproc)
+MAKEFLAGS=-j$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc obeys OMP_NUM_THREADS
 export MAKEFLAGS HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
   HOROVOD_WITHOUT_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_CPU_OPERATIONS=gloo
 # A CUDA build of torch makes Horovod add CUDA even for the CPU flavour. Without

@@ -106,7 +106,8 @@ class RayTrain(Framework):
             return None, f"{what}: {exc}"[:500]
 
     @staticmethod
-    def _restart_after_timeout(cluster, outcome: LaunchOutcome, job: Job) -> None:
+    def _stop_after_timeout(cluster: EmbeddedCluster | SlurmCluster | None, outcome: LaunchOutcome,
+                            job: Job) -> None:
         """Nothing hung survives into the next run: a timed-out run's cluster is stopped (the
         next Ray run starts a fresh one)."""
         if outcome.status == "timeout" and cluster is not None:
@@ -124,8 +125,9 @@ class RayTrain(Framework):
         address, problem = self._target(own, job.launch)
         if problem:
             return LaunchOutcome("failed", None, problem, None, time.time())
+        expect = len(alloc.nodes) if own is not None else 0
         cmd = [sys.executable, "-m", "scalebench.frameworks.ray.driver", str(run_dir),
-               "--address", address, "--expect-nodes", str(len(alloc.nodes) if own else 0)]
+               "--address", address, "--expect-nodes", str(expect)]
         if own is not None:
             env.update(own.client_env)
         driver = allocation.Placement((alloc.nodes[0],), 1, 1)
@@ -136,7 +138,7 @@ class RayTrain(Framework):
         if own is not None:  # the node steps have started by now
             cluster_fields = {"nodes": list(alloc.nodes), "nodelist": ",".join(alloc.nodes),
                               "ray_steps": own.steps}
-        self._restart_after_timeout(own, outcome, job)
+        self._stop_after_timeout(own, outcome, job)
         scheduler = {**outcome.scheduler, "driver_nodes": outcome.scheduler.get("nodes"),
                      **cluster_fields}
         return dataclasses.replace(outcome, scheduler=scheduler)
@@ -161,7 +163,7 @@ class RayTrain(Framework):
                "--address", address]
         proc = process.run_isolated(cmd, env, launch.timeout, run_dir)
         outcome = outcome_from_run(run_dir, proc, launch.timeout)
-        self._restart_after_timeout(own, outcome, job)
+        self._stop_after_timeout(own, outcome, job)
         return outcome
 
 
