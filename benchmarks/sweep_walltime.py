@@ -4,9 +4,15 @@ Runs the same workload (default: workloads/default.toml) twice through the real 
 (sweep.run_sweep): once with --launch grouped, once isolated (the order alternates with
 --rounds). Prints each sweep's wall time, the share of it spent in warm-up and timed windows
 (per run: warm-up seconds + the slowest rank's timed windows, including the breakdown's no-sync
-windows; summed), and the ratio
+windows and DDP's wrapped one-worker windows, with their warm-ups; summed), and the ratio
 grouped / isolated. Goals on a 2-core CPU machine: ratio <= 0.65, timed share of the grouped
 sweep >= 50%.
+
+Then where each sweep's wall time went, from the records' phase_seconds: per-configuration
+work (build, wrap, warm-ups, windows, gather: the same in both modes), the start-up before the
+first build of each launch, and the rest (teardown, cluster start and stop, records, reports);
+and from these the best ratio grouping can reach with this workload: the isolated sweep with
+its per-launch overhead paid once per group instead of once per configuration.
 
     python benchmarks/sweep_walltime.py [--workload workloads/default.toml] [--rounds 1]
         [--also-without-breakdown]
@@ -16,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import io
+import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from scalebench import config
@@ -34,25 +42,75 @@ def _slowest(windows: list | None) -> float:
     return sum(max(rank[t] for rank in windows) for t in range(len(windows[0])))
 
 
+EXTRA_WARMUPS = ("wrapped_warmup", "nosync_warmup")  # phases: warm-ups of the extra windows
+
+
 def timed_seconds(record: dict) -> float:
     """Warm-up plus every timed window of one run (slowest rank per window): the throughput
-    windows, the no-sync windows of the breakdown and DDP's wrapped one-worker windows."""
+    windows, the no-sync windows of the breakdown and DDP's wrapped one-worker windows, and
+    the warm-ups of those extra windows."""
+    phases = record.get("phase_seconds") or {}
     return (float(record.get("warmup_seconds") or 0.0) + _slowest(record.get("window_seconds"))
             + _slowest(record.get("nosync_window_seconds"))
             + sum(record["global_batch"] * record["iters"] / t
-                  for t in record.get("trial_wrapped_images_per_sec") or []))
+                  for t in record.get("trial_wrapped_images_per_sec") or [])
+            + sum(float(phases.get(name, 0.0)) for name in EXTRA_WARMUPS))
 
 
-def one_sweep(values: dict, mode: str, out: Path) -> tuple[float, float, int, int]:
+def first_in_launch(record: dict) -> bool:
+    return record.get("launch") != "grouped" or record.get("group_position") == 1
+
+
+@dataclass
+class Account:
+    """Where one sweep's wall time went."""
+
+    wall: float
+    timed: float  # warm-ups and timed windows (timed_seconds, summed)
+    work: float  # every phase of every configuration, rank 0's clock
+    startup: float  # launch to the first model build, per launch
+    launches: int
+    ok: int
+    runs: int
+
+    @property
+    def per_launch_overhead(self) -> float:
+        """Wall time outside the configurations' own work, per launch."""
+        return (self.wall - self.work) / max(1, self.launches)
+
+
+def account(records: list[dict], wall: float) -> Account:
+    ok = [r for r in records if r["status"] == "ok"]
+    work = sum(sum((r.get("phase_seconds") or {}).values()) for r in ok)
+    startup = 0.0
+    for r in ok:
+        if first_in_launch(r) and r.get("startup_seconds") is not None:
+            phases = r.get("phase_seconds") or {}
+            own = sum(float(phases.get(name, 0.0)) for name in ("build", "wrap", "warmup"))
+            startup += max(0.0, float(r["startup_seconds"]) - own)
+    launches = sum(1 for r in records if r["status"] != "skipped" and first_in_launch(r))
+    return Account(wall, sum(timed_seconds(r) for r in ok), work, startup, launches, len(ok),
+                   len(records))
+
+
+def best_grouped_ratio(isolated: Account, groups: int) -> float:
+    """The grouped/isolated ratio if grouping saved the whole per-launch overhead of every
+    configuration but the first of each group, and nothing else."""
+    best = isolated.work + groups * isolated.per_launch_overhead
+    return best / isolated.wall
+
+
+def one_sweep(values: dict, mode: str, out: Path) -> Account:
     spec = config.build_spec({**values, "launch": mode, "out": str(out), "quiet": True})
     start = time.monotonic()
     outcome = run_sweep(spec, Progress(0, stream=io.StringIO(), live=False))
-    wall = time.monotonic() - start
-    ok = [r for r in outcome.records if r["status"] == "ok"]
-    startup = sum(float(r.get("startup_seconds") or 0.0) for r in ok)
-    print(f"  {mode}: recorded start-up (launch to first step, per group or run) {startup:.1f} s",
-          flush=True)
-    return wall, sum(timed_seconds(r) for r in ok), len(ok), len(outcome.records)
+    result = account(outcome.records, time.monotonic() - start)
+    print(f"  {mode}: {result.launches} launches; per-configuration work {result.work:.1f} s "
+          f"(build, warm-ups, windows); start-up before the first build {result.startup:.1f} s; "
+          f"the rest (teardown, clusters, records, reports) "
+          f"{result.wall - result.work - result.startup:.1f} s; per launch "
+          f"{result.per_launch_overhead:.1f} s outside the work", flush=True)
+    return result
 
 
 def main() -> None:
@@ -63,34 +121,39 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=1, help="pairs of sweeps; order alternates")
     p.add_argument("--out", default="results/sweep-walltime")
     p.add_argument("--also-without-breakdown", action="store_true",
-                   help="then one more grouped sweep with --no-breakdown: the breakdown's cost")
+                   help="then the same pairs again with --no-breakdown")
     a = p.parse_args()
     values = config.load_workload(a.workload)
     for key in ("frameworks", "models"):
         if getattr(a, key):
             values[key] = getattr(a, key)
-    totals = {mode: [0.0, 0.0] for mode in MODES}
-    for round_ in range(a.rounds):
+    compare(values, a.rounds, Path(a.out), "")
+    if a.also_without_breakdown:
+        compare({**values, "breakdown": False}, a.rounds, Path(a.out), "no-breakdown")
+
+
+def compare(values: dict, rounds: int, out: Path, label: str) -> None:
+    """`rounds` pairs of sweeps, grouped and isolated; prints the figures."""
+    suffix = f"-{label}" if label else ""
+    totals: dict[str, list[Account]] = {mode: [] for mode in MODES}
+    for round_ in range(rounds):
         order = MODES if round_ % 2 == 0 else MODES[::-1]
         for mode in order:
-            wall, timed, ok, n = one_sweep(values, mode, Path(a.out) / f"{mode}-{round_ + 1}")
-            totals[mode][0] += wall
-            totals[mode][1] += timed
-            print(f"round {round_ + 1} {mode:8s}: {ok} of {n} runs ok, wall {wall:7.1f} s, "
-                  f"warm-up + timed {timed:7.1f} s ({timed / wall:.1%})", flush=True)
+            result = one_sweep(values, mode, out / f"{mode}{suffix}-{round_ + 1}")
+            totals[mode].append(result)
+            print(f"round {round_ + 1} {mode:8s}{' ' + label if label else ''}: {result.ok} of "
+                  f"{result.runs} runs ok, wall {result.wall:7.1f} s, warm-up + timed "
+                  f"{result.timed:7.1f} s ({result.timed / result.wall:.1%})", flush=True)
     grouped, isolated = totals["grouped"], totals["isolated"]
-    ratio = grouped[0] / isolated[0]
-    share = grouped[1] / grouped[0]
-    print(f"wall time grouped / isolated: {ratio:.3f} (goal <= {GOAL_RATIO}); timed share of "
-          f"the grouped sweep {share:.1%} (goal >= {GOAL_TIMED_SHARE:.0%}); isolated "
-          f"{isolated[1] / isolated[0]:.1%}")
-    if a.also_without_breakdown:
-        wall, timed, ok, n = one_sweep({**values, "breakdown": False}, "grouped",
-                                       Path(a.out) / "grouped-no-breakdown")
-        with_it = grouped[0] / a.rounds
-        print(f"grouped --no-breakdown: {ok} of {n} runs ok, wall {wall:7.1f} s, warm-up + timed "
-              f"{timed:7.1f} s ({timed / wall:.1%}); the breakdown's windows add "
-              f"{with_it - wall:.1f} s ({with_it / wall - 1:+.1%}) to the grouped sweep")
+    g_wall, i_wall = sum(r.wall for r in grouped), sum(r.wall for r in isolated)
+    share = sum(r.timed for r in grouped) / g_wall
+    best = statistics.fmean(best_grouped_ratio(i, g.launches)
+                            for i, g in zip(isolated, grouped, strict=True))
+    print(f"{label or 'default'}: wall time grouped / isolated {g_wall / i_wall:.3f} (goal <= "
+          f"{GOAL_RATIO}); timed share of the grouped sweep {share:.1%} (goal >= "
+          f"{GOAL_TIMED_SHARE:.0%}); isolated {sum(r.timed for r in isolated) / i_wall:.1%}; "
+          f"best ratio grouping can reach with this per-configuration work {best:.3f}",
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,20 @@ class Windows:
     last_loss: Any = None
 
 
+class Phases:
+    """Seconds spent in each phase of one run on this rank (where a run's wall time went:
+    build, wrap, warm-up, timed windows, the breakdown's extra windows, the gather)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def mark(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = self.seconds.get(name, 0.0) + now - self._last
+        self._last = now
+
+
 def timed_windows(step: Step | Callable[[], Any], trials: int, iters: int, comm: Comm, device,
                   clock: Callable[[], float]) -> Windows:
     """`trials` windows of `iters` steps, each framed by a device sync and a barrier."""
@@ -128,6 +142,7 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
 
     spec = job.task  # tasks.train.TrainSpec
     build_start_unix = time.time()
+    phases = Phases()
     set_threads(job.launch.threads_per_worker)
     torch.manual_seed(0)
     device = pick_device(job.launch.device, comm, spec.tf32)
@@ -141,17 +156,21 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
     # The compute-only replica is copied before the framework touches the model: its
     # parameters carry no gradient hooks (Horovod registers its allreduce on them).
     replica = copy.deepcopy(model) if distributed and spec.breakdown_windows else None
+    phases.mark("build")
     if distributed:
         model, optimizer = comm.wrap(model, optimizer)
         step = make_step(spec, comm, model, optimizer, batches, device, delay)
     else:
         step = Step(spec, plain_optimizer_step, model, optimizer, batches, device, delay)
+    phases.mark("wrap")
 
     train_start_unix = time.time()
     loss = warm_up(step, spec.warmup, comm, device)
     warmup_seconds = time.time() - train_start_unix
+    phases.mark("warmup")
     skipped_before = step.skipped_steps()
     synced = timed_windows(step, spec.trials, spec.iters, comm, device, clock)
+    phases.mark("timed")
     loss = synced.last_loss if synced.last_loss is not None else loss
     skipped = step.skipped_steps() - skipped_before if step.scaler is not None else None
 
@@ -159,17 +178,23 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
     if spec.measure_wrapper and not distributed:
         wrapped_model, wrapped_opt = comm.wrap(model, optimizer)
         wrapped_step = make_step(spec, comm, wrapped_model, wrapped_opt, batches, device)
+        phases.mark("wrapped_build")
         warm_up(wrapped_step, max(1, spec.warmup), comm, device)
+        phases.mark("wrapped_warmup")
         wrapped = timed_windows(wrapped_step, spec.trials, spec.iters, comm, device, clock)
+        phases.mark("wrapped_timed")
 
     nosync = None
     if replica is not None:
         replica_opt = torch.optim.SGD(replica.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
         local_step = Step(spec, plain_optimizer_step, replica, replica_opt, batches, device,
                           delay)
+        phases.mark("nosync_build")
         warm_up(local_step, max(1, min(spec.warmup, 2)), comm, device)
+        phases.mark("nosync_warmup")
         nosync = timed_windows(local_step, spec.breakdown_windows, spec.iters, comm, device,
                                clock)
+        phases.mark("nosync_timed")
         del replica, replica_opt, local_step
 
     profile_path = None
@@ -190,7 +215,9 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         "topology": comm.topology(),
         "scaler_skipped_steps": skipped,
     }
+    phases.mark("finish")
     gathered = comm.all_gather(local)
+    phases.mark("gather")
     if comm.rank != 0:
         return None
     return {
@@ -217,6 +244,7 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         "train_start_unix": train_start_unix,
         "first_timed_step_unix": synced.first_unix,
         "warmup_seconds": warmup_seconds,
+        "phase_seconds": phases.seconds,
     }
 
 

@@ -270,6 +270,7 @@ def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_rea
         nosync_window_seconds=result.get("nosync_window_seconds"),
         nosync_input_wait_seconds=result.get("nosync_input_wait_seconds"),
         faults=result.get("faults", {}),
+        phase_seconds=result.get("phase_seconds"),
     )
     if result.get("profile"):
         record["artifacts"] = {**record["artifacts"], "profile": result["profile"]}

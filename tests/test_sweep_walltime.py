@@ -1,0 +1,45 @@
+"""The wall-time accounting of benchmarks/sweep_walltime.py (pure arithmetic on records)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "sweep_walltime.py"
+SPEC = importlib.util.spec_from_file_location("sweep_walltime", PATH)
+walltime = importlib.util.module_from_spec(SPEC)
+sys.modules[SPEC.name] = walltime  # dataclasses look their module up
+SPEC.loader.exec_module(walltime)
+
+
+def record(position=None, startup=10.0, status="ok", **phases):
+    phases = phases or {"build": 2.0, "wrap": 0.5, "warmup": 1.0, "timed": 6.0,
+                        "nosync_warmup": 1.5, "nosync_timed": 3.0, "gather": 0.0}
+    return {"status": status, "launch": "isolated" if position is None else "grouped",
+            "group_position": position, "startup_seconds": startup, "warmup_seconds": 1.0,
+            "window_seconds": [[2.0, 2.0, 2.0], [1.0, 2.5, 1.0]], "global_batch": 8,
+            "iters": 3, "nosync_window_seconds": [[1.0, 1.0, 1.0]], "phase_seconds": phases}
+
+
+def test_timed_seconds_counts_every_warm_up_and_the_slowest_rank():
+    # warm-up 1 + slowest per window (2 + 2.5 + 2) + no-sync windows 3 + no-sync warm-up 1.5
+    assert walltime.timed_seconds(record()) == pytest.approx(12.0)
+
+
+def test_account_splits_work_start_up_and_the_rest():
+    isolated = [record(), record(), record(status="skipped")]
+    result = walltime.account(isolated, wall=60.0)
+    assert (result.launches, result.ok, result.runs) == (2, 2, 3)
+    assert result.work == pytest.approx(2 * 14.0)
+    assert result.startup == pytest.approx(2 * (10.0 - 3.5))
+    assert result.per_launch_overhead == pytest.approx((60.0 - 28.0) / 2)
+    grouped = walltime.account([record(1), record(2, startup=4.0)], wall=40.0)
+    assert grouped.launches == 1 and grouped.startup == pytest.approx(6.5)
+
+
+def test_best_ratio_pays_the_isolated_launch_overhead_once_per_group():
+    isolated = walltime.account([record() for _ in range(4)], wall=4 * 14.0 + 4 * 20.0)
+    # work 56 s + one group's overhead 20 s, of 136 s
+    assert walltime.best_grouped_ratio(isolated, groups=1) == pytest.approx(76.0 / 136.0)
+    assert walltime.best_grouped_ratio(isolated, groups=4) == pytest.approx(1.0)
