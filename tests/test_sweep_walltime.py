@@ -38,8 +38,12 @@ def test_account_splits_work_start_up_and_the_rest():
     assert grouped.launches == 1 and grouped.startup == pytest.approx(6.5)
 
 
-def test_best_ratio_pays_the_isolated_launch_overhead_once_per_group():
-    isolated = walltime.account([record() for _ in range(4)], wall=4 * 14.0 + 4 * 20.0)
-    # work 56 s + one group's overhead 20 s, of 136 s
-    assert walltime.best_grouped_ratio(isolated, groups=1) == pytest.approx(76.0 / 136.0)
-    assert walltime.best_grouped_ratio(isolated, groups=4) == pytest.approx(1.0)
+def test_launch_overhead_that_meets_a_ratio():
+    grouped = walltime.account([record(1)] + [record(2) for _ in range(2)], wall=0.0)
+    isolated = walltime.account([record() for _ in range(3)], wall=0.0)
+    # work 42 s in both; (42 + L) / (42 + 3 L) = 0.5 at L = 42
+    needed = walltime.launch_overhead_for(0.5, grouped, isolated)
+    assert needed == pytest.approx(42.0)
+    assert (grouped.work + needed) / (isolated.work + 3 * needed) == pytest.approx(0.5)
+    # a ratio below launches_g / launches_i cannot be reached at any launch cost
+    assert walltime.launch_overhead_for(0.3, grouped, isolated) == float("inf")
