@@ -80,15 +80,23 @@ class Account:
         return (self.wall - self.work) / max(1, self.launches)
 
 
+def before_first_window(record: dict) -> float:
+    """The run's own seconds before its first timed window (phases in the order they ran)."""
+    total = 0.0
+    for name, seconds in (record.get("phase_seconds") or {}).items():
+        if name.endswith("timed"):
+            break
+        total += float(seconds)
+    return total
+
+
 def account(records: list[dict], wall: float) -> Account:
     ok = [r for r in records if r["status"] == "ok"]
     work = sum(sum((r.get("phase_seconds") or {}).values()) for r in ok)
     startup = 0.0
     for r in ok:
         if first_in_launch(r) and r.get("startup_seconds") is not None:
-            phases = r.get("phase_seconds") or {}
-            own = sum(float(phases.get(name, 0.0)) for name in ("build", "wrap", "warmup"))
-            startup += max(0.0, float(r["startup_seconds"]) - own)
+            startup += max(0.0, float(r["startup_seconds"]) - before_first_window(r))
     launches = sum(1 for r in records if r["status"] != "skipped" and first_in_launch(r))
     return Account(wall, sum(timed_seconds(r) for r in ok), work, startup, launches, len(ok),
                    len(records))

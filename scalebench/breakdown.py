@@ -1,9 +1,9 @@
 """Where the efficiency went: a measured scaling-loss breakdown of each N-worker run.
 
 Each N-worker record carries its synced windows and extra windows of the same step without
-gradient synchronisation (a hook-free replica on every rank, measure.py), each with the time
-spent waiting for batches. With B images per window (all ranks) and the ideal N x one-worker
-throughput of the same configuration:
+gradient synchronisation (the plain step on every rank before the framework wraps the model,
+measure.py), each with the time spent waiting for batches. With B images per window (all
+ranks) and the ideal N x one-worker throughput of the same configuration:
 
     compute     B / (median rank's no-sync window - its input wait)
     input       B / median rank's no-sync window

@@ -8,7 +8,6 @@ times are gathered once at the end (gathering per window would add a collective 
 
 from __future__ import annotations
 
-import copy
 import os
 import socket
 import time
@@ -134,9 +133,9 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
 
     At one worker the model is not wrapped (every framework's one-worker step is the plain
     step); spec.measure_wrapper then also times the framework-wrapped step, as wrapper overhead.
-    With more workers and spec.breakdown_windows, extra windows time the same step without
-    gradient synchronisation (scalebench/breakdown.py turns them into a scaling-loss
-    breakdown).
+    With more workers and spec.breakdown_windows, extra windows first time the same step
+    without gradient synchronisation, before the framework wraps the model
+    (scalebench/breakdown.py turns them into a scaling-loss breakdown).
     """
     import torch
 
@@ -153,10 +152,27 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
     batches = batch_source(spec, comm, device)
     delay = spec.fault_step_delay if comm.rank == spec.fault_rank else 0.0
     distributed = comm.world_size > 1
-    # The compute-only replica is copied before the framework touches the model: its
-    # parameters carry no gradient hooks (Horovod registers its allreduce on them).
-    replica = copy.deepcopy(model) if distributed and spec.breakdown_windows else None
     phases.mark("build")
+    train_start_unix = time.time()
+
+    nosync = None
+    if distributed and spec.breakdown_windows:
+        # The compute-only windows run first, on the model before the framework wraps it:
+        # the plain step, with no gradient hooks (Horovod registers its allreduce on the
+        # parameters when it wraps). No replica with its own gradients and optimizer state:
+        # less memory, and their first-touch cost is paid once.
+        fresh = FreshStart(model, device)
+        local_step = Step(spec, plain_optimizer_step, model, optimizer, batches, device, delay)
+        warm_up(local_step, spec.warmup, comm, device)
+        phases.mark("nosync_warmup")
+        nosync = timed_windows(local_step, spec.breakdown_windows, spec.iters, comm, device,
+                               clock)
+        phases.mark("nosync_timed")
+        del local_step
+        # The synced series starts as a fresh run would (more steps on one synthetic batch
+        # can diverge, and NaNs would change the step it times).
+        fresh.restore(model, optimizer)
+        del fresh
     if distributed:
         model, optimizer = comm.wrap(model, optimizer)
         step = make_step(spec, comm, model, optimizer, batches, device, delay)
@@ -164,9 +180,9 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         step = Step(spec, plain_optimizer_step, model, optimizer, batches, device, delay)
     phases.mark("wrap")
 
-    train_start_unix = time.time()
+    warmup_start = time.time()
     loss = warm_up(step, spec.warmup, comm, device)
-    warmup_seconds = time.time() - train_start_unix
+    warmup_seconds = time.time() - warmup_start
     phases.mark("warmup")
     skipped_before = step.skipped_steps()
     synced = timed_windows(step, spec.trials, spec.iters, comm, device, clock)
@@ -183,19 +199,6 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         phases.mark("wrapped_warmup")
         wrapped = timed_windows(wrapped_step, spec.trials, spec.iters, comm, device, clock)
         phases.mark("wrapped_timed")
-
-    nosync = None
-    if replica is not None:
-        replica_opt = torch.optim.SGD(replica.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
-        local_step = Step(spec, plain_optimizer_step, replica, replica_opt, batches, device,
-                          delay)
-        phases.mark("nosync_build")
-        warm_up(local_step, max(1, min(spec.warmup, 2)), comm, device)
-        phases.mark("nosync_warmup")
-        nosync = timed_windows(local_step, spec.breakdown_windows, spec.iters, comm, device,
-                               clock)
-        phases.mark("nosync_timed")
-        del replica, replica_opt, local_step
 
     profile_path = None
     if spec.profile and job.run_dir:
@@ -242,10 +245,40 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         "aux_logits": aux,
         "build_start_unix": build_start_unix,
         "train_start_unix": train_start_unix,
-        "first_timed_step_unix": synced.first_unix,
+        "first_timed_step_unix": nosync.first_unix if nosync is not None else synced.first_unix,
         "warmup_seconds": warmup_seconds,
         "phase_seconds": phases.seconds,
     }
+
+
+class FreshStart:
+    """The model's initial weights and buffers and the random number generators' state, to
+    start training again exactly as a fresh run would (the same dropout masks, too)."""
+
+    def __init__(self, model, device) -> None:
+        import torch
+
+        self.weights = {name: value.detach().clone() for name, value in
+                        model.state_dict().items()}
+        self.cpu_rng = torch.get_rng_state()
+        self.device = device
+        self.cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+
+    def restore(self, model, optimizer) -> None:
+        """Weights back in place; every optimizer state tensor zeroed in place (SGD's momentum
+        then acts exactly as on a fresh optimizer: buffer = gradient at the first step), so
+        none of that memory is allocated and faulted in again."""
+        import torch
+
+        model.load_state_dict(self.weights)
+        with torch.no_grad():
+            for state in optimizer.state.values():
+                for value in state.values():
+                    if torch.is_tensor(value):
+                        value.zero_()
+        torch.set_rng_state(self.cpu_rng)
+        if self.cuda_rng is not None:
+            torch.cuda.set_rng_state(self.cuda_rng, self.device)
 
 
 def faults(spec) -> dict[str, Any]:

@@ -85,3 +85,37 @@ def test_fp16_skipped_steps_are_counted_inside_the_windows(monkeypatch):
     record = train.build_record(job, LaunchOutcome("ok", result, launch_unix=0.0), {})
     assert record["scaler_skipped_steps"] == 2
     assert any("2 fp16 steps in the timed windows were skipped" in w for w in record["warnings"])
+
+
+class TwoRankComm(CountingComm):
+    """Two ranks as far as the loop can tell (the breakdown's windows run); one process."""
+
+    world_size = 2
+
+    def optimizer_step(self, optimizer, scaler):
+        optimizer.step()
+
+    def all_gather(self, obj):
+        return [obj]
+
+
+def test_synced_windows_start_as_a_fresh_run_after_the_breakdown_windows():
+    # The no-sync windows train the model first; the synced series must still start from the
+    # initial weights, zero momentum and the same random state (Inception's dropout), so the
+    # run ends exactly where a run without the breakdown ends.
+    def run(windows: int) -> dict:
+        job = train.local_job("inception_v3", 2, 75, warmup=1, iters=2, trials=2)
+        job = dataclasses.replace(job, task=dataclasses.replace(job.task,
+                                                                breakdown_windows=windows))
+        comm = TwoRankComm()
+        result = measure.run(job, comm)
+        assert comm.wrapped == 1
+        return result
+
+    plain, with_breakdown = run(0), run(2)
+    assert plain["nosync_window_seconds"] is None
+    assert len(with_breakdown["nosync_window_seconds"][0]) == 2
+    assert with_breakdown["final_loss"] == plain["final_loss"]
+    assert with_breakdown["param_checksums"] == plain["param_checksums"]
+    phases = list(with_breakdown["phase_seconds"])
+    assert phases.index("nosync_timed") < phases.index("wrap") < phases.index("timed")

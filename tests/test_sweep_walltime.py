@@ -14,8 +14,8 @@ SPEC.loader.exec_module(walltime)
 
 
 def record(position=None, startup=10.0, status="ok", **phases):
-    phases = phases or {"build": 2.0, "wrap": 0.5, "warmup": 1.0, "timed": 6.0,
-                        "nosync_warmup": 1.5, "nosync_timed": 3.0, "gather": 0.0}
+    phases = phases or {"build": 2.0, "nosync_warmup": 1.5, "nosync_timed": 3.0, "wrap": 0.5,
+                        "warmup": 1.0, "timed": 6.0, "gather": 0.0}
     return {"status": status, "launch": "isolated" if position is None else "grouped",
             "group_position": position, "startup_seconds": startup, "warmup_seconds": 1.0,
             "window_seconds": [[2.0, 2.0, 2.0], [1.0, 2.5, 1.0]], "global_batch": 8,
@@ -32,7 +32,7 @@ def test_account_splits_work_start_up_and_the_rest():
     result = walltime.account(isolated, wall=60.0)
     assert (result.launches, result.ok, result.runs) == (2, 2, 3)
     assert result.work == pytest.approx(2 * 14.0)
-    assert result.startup == pytest.approx(2 * (10.0 - 3.5))
+    assert result.startup == pytest.approx(2 * (10.0 - 3.5))  # build, no-sync warm-up
     assert result.per_launch_overhead == pytest.approx((60.0 - 28.0) / 2)
     grouped = walltime.account([record(1), record(2, startup=4.0)], wall=40.0)
     assert grouped.launches == 1 and grouped.startup == pytest.approx(6.5)
