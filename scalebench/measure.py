@@ -160,7 +160,7 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         # The compute-only windows run first, on the model before the framework wraps it:
         # the plain step, with no gradient hooks (Horovod registers its allreduce on the
         # parameters when it wraps). No replica with its own gradients and optimizer state:
-        # less memory, and their first-touch cost is paid once.
+        # on a GPU that second copy would take device memory the measured run may need.
         fresh = FreshStart(model, device)
         local_step = Step(spec, plain_optimizer_step, model, optimizer, batches, device, delay)
         warm_up(local_step, spec.warmup, comm, device)
