@@ -75,10 +75,13 @@ class Phases:
         self.seconds: dict[str, float] = {}
         self._last = time.perf_counter()
 
-    def mark(self, name: str) -> None:
+    def mark(self, name: str) -> float:
+        """Ends a phase; returns its seconds."""
         now = time.perf_counter()
-        self.seconds[name] = self.seconds.get(name, 0.0) + now - self._last
+        elapsed = now - self._last
+        self.seconds[name] = self.seconds.get(name, 0.0) + elapsed
         self._last = now
+        return elapsed
 
 
 def timed_windows(step: Step | Callable[[], Any], trials: int, iters: int, comm: Comm, device,
@@ -180,10 +183,8 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         step = Step(spec, plain_optimizer_step, model, optimizer, batches, device, delay)
     phases.mark("wrap")
 
-    warmup_start = time.time()
     loss = warm_up(step, spec.warmup, comm, device)
-    warmup_seconds = time.time() - warmup_start
-    phases.mark("warmup")
+    warmup_seconds = phases.mark("warmup")
     skipped_before = step.skipped_steps()
     synced = timed_windows(step, spec.trials, spec.iters, comm, device, clock)
     phases.mark("timed")
