@@ -11,6 +11,11 @@ Efficiency(N) = throughput(N) / (N x throughput(1)) against
   - the same framework's one-worker run with the same step options (efficiency),
   - the best one-worker run of any framework (efficiency_vs_best),
   - one full node, per node, for multi-node runs (efficiency_per_node).
+The efficiency and its interval are the paired ones (efficiency_samples, as compare and history
+take them): launch r of the N-worker run against launch r of its baseline; the value is the mean
+of the per-launch ratios, the interval that of the paired samples (per launch with two or more
+launches, else trial i against trial i). Compare, history, the report, its figures, the
+breakdown and the scaling model's verdict all read this one interval.
 Which runs are the same configuration, and which run is a run's baseline (weak scaling: the
 same per-worker batch; strong scaling: the same global batch), is identity's answer.
 """
@@ -101,17 +106,78 @@ def group_runs(records: Iterable[dict]) -> dict[tuple, Runs]:
     return out
 
 
-def efficiency_samples(runs_n: Runs, runs_1: Runs, workers: int) -> stats.Samples | None:
-    """Efficiency samples that carry the one-worker baseline's uncertainty: launch r of the
-    N-worker run paired with launch r of its baseline (the same round of an interleaved sweep;
-    without common repeat indices, in repeat order), and within a pair trial i with trial i."""
+def paired_launches(runs_n: Runs, runs_1: Runs) -> list[tuple[dict, dict]]:
+    """(N-worker launch, its baseline's launch): launch r with launch r (the same round of an
+    interleaved sweep; without common repeat indices, in repeat order)."""
     n, one = runs_n.by_repeat(), runs_1.by_repeat()
     common = sorted(set(n) & set(one))
-    pairs = [(n[k], one[k]) for k in common] if common else \
+    return [(n[k], one[k]) for k in common] if common else \
         list(zip(runs_n.ok, runs_1.ok, strict=False))
+
+
+def efficiency_of_pairs(pairs: Sequence[tuple[dict, dict]], workers: int) -> stats.Samples | None:
+    """Paired efficiency samples of (N-worker record, one-worker record) pairs: per pair the
+    ratio of the two means, within a pair trial i against trial i."""
     if not pairs:
         return None
     return stats.paired_efficiency([(a[TRIALS_FIELD], b[TRIALS_FIELD]) for a, b in pairs], workers)
+
+
+def efficiency_samples(runs_n: Runs, runs_1: Runs, workers: int) -> stats.Samples | None:
+    """Efficiency samples that carry the one-worker baseline's uncertainty (paired_launches;
+    within a pair trial i with trial i)."""
+    return efficiency_of_pairs(paired_launches(runs_n, runs_1), workers)
+
+
+def efficiency_estimate(samples: stats.Samples) -> stats.Ratio:
+    """The one efficiency and interval of paired samples: the mean of the per-launch ratios (with
+    one launch: the ratio of the two means), the 95% interval of the samples' basis."""
+    s = samples.summary()
+    return stats.Ratio(statistics.fmean(samples.process_values), s.ci_low, s.ci_high)
+
+
+def mean_throughput(runs: Runs) -> float:
+    """A configuration's throughput: the mean over its ok launches' means (its trials' mean
+    with one launch)."""
+    return statistics.fmean(statistics.fmean(r[TRIALS_FIELD]) for r in runs.ok)
+
+
+def best_one_worker(runs: dict[tuple, Runs]) -> dict[tuple, tuple]:
+    """identity.best_baseline_key -> the configuration key of the fastest one-worker run
+    (one node) among `runs` (all with an ok launch)."""
+    best: dict[tuple, tuple] = {}
+    for key, r in runs.items():
+        k = identity.key_dict(key)
+        if k["world_size"] == 1 and k["nodes"] == 1:
+            best_key = identity.best_baseline_key(r.newest_ok)
+            if best_key not in best or mean_throughput(r) > mean_throughput(runs[best[best_key]]):
+                best[best_key] = key
+    return best
+
+
+# ---------------------------------------------------------------- a framework's baseline in words
+
+SLOW_BASELINE = 0.10  # a framework's own one-worker run this much below the best is named
+
+
+def line_name(row: dict) -> str:
+    """A framework with its step options, e.g. "horovod (fp16_allreduce)"."""
+    return row["framework"] + (f" ({row['step_label']})" if row.get("step_label") else "")
+
+
+def slow_baseline_note(row: dict) -> str:
+    """When a row's own one-worker run is more than SLOW_BASELINE slower than the best one-worker
+    run, that in words, and why it flatters the row's own efficiency; "" otherwise. The row
+    needs baseline_images_per_sec, best_one_worker_images_per_sec, best_one_worker_framework,
+    efficiency and efficiency_vs_best (summary and breakdown rows have them)."""
+    own, best = row.get("baseline_images_per_sec"), row.get("best_one_worker_images_per_sec")
+    if not own or not best or own >= (1 - SLOW_BASELINE) * best or row.get("efficiency") is None:
+        return ""
+    return (f"{line_name(row)}'s own one-worker run ({own:.3g} images/s) is {1 - own / best:.0%} "
+            f"slower than the best one-worker run ({row['best_one_worker_framework']}, "
+            f"{best:.3g} images/s), which flatters its own efficiency: "
+            f"{row['efficiency']:.0%} against its own run, {row['efficiency_vs_best']:.0%} against "
+            "the best")
 
 
 def latest_allreduce_points(records: Iterable[dict]) -> list[dict]:
@@ -180,7 +246,7 @@ def _row(runs: Runs, samples: stats.Samples) -> dict:
         "processes": runs.processes, "processes_planned": runs.planned,
         "launches_text": runs.launches_text,
         "trials_total": len(samples.trials), "samples_basis": samples.basis,
-        "samples_text": samples.describe(), "samples": samples,
+        "samples_text": samples.describe(), "samples": samples, "records": runs.ok,
         "images_per_sec": s.mean, "ci95_low": s.ci_low, "ci95_high": s.ci_high,
         "median": s.median, "std": s.std, "rel_std": s.rel_std, "noisy": s.noisy,
         "per_worker_images_per_sec": s.mean / r["world_size"],
@@ -188,6 +254,7 @@ def _row(runs: Runs, samples: stats.Samples) -> dict:
         "efficiency": None, "efficiency_ci95_low": None, "efficiency_ci95_high": None,
         "efficiency_vs_best": None, "best_one_worker_framework": None,
         "efficiency_per_node": None,
+        "baseline_images_per_sec": None, "best_one_worker_images_per_sec": None,
         "wrapped_images_per_sec": None, "wrapped_ci95_low": None, "wrapped_ci95_high": None,
         "wrapper_overhead": None,
         "warnings": run_warnings(runs),
@@ -205,34 +272,33 @@ def summary_rows(records: Sequence[dict]) -> list[dict]:
     options (`options`: as recorded; `step_label` and the `step_options` column: those that
     differ from the framework's defaults, in words, "" when none), the launches and samples
     behind the numbers (`processes`, `processes_planned`, `trials_total`, `samples_basis`,
-    `samples`), `precision_label`, `warnings`, and for DDP's one-worker runs the DDP-wrapped
-    step's throughput and `wrapper_overhead` (1 - wrapped / unwrapped)."""
+    `samples`, `records`: the ok launches themselves), `precision_label`, `warnings`, the
+    one-worker throughputs efficiency is taken against (`baseline_images_per_sec`,
+    `best_one_worker_images_per_sec`), and for DDP's one-worker runs the DDP-wrapped step's
+    throughput and `wrapper_overhead` (1 - wrapped / unwrapped)."""
     runs = {key: r for key, r in group_runs(records).items() if r.ok}
     samples = {key: r.samples() for key, r in runs.items()}
     summaries = {key: s.summary() for key, s in samples.items()}
-    best_one: dict[tuple, tuple] = {}
-    for key, r in runs.items():
-        k = identity.key_dict(key)
-        if k["world_size"] == 1 and k["nodes"] == 1:
-            best_key = identity.best_baseline_key(r.newest_ok)
-            best = best_one.get(best_key)
-            if not best or summaries[key].mean > summaries[best].mean:
-                best_one[best_key] = key
+    best_one = best_one_worker(runs)
     rows = []
     for key, r in runs.items():
         record, s = r.newest_ok, summaries[key]
         row = _row(r, samples[key])
         base = identity.baseline_key(record)
         if base == key:  # a run against itself is exactly 1, with no uncertainty
-            row.update(efficiency=1.0)
+            row.update(efficiency=1.0, baseline_images_per_sec=s.mean)
         elif base in runs:
-            e = stats.efficiency(s, record["world_size"], summaries[base])
-            row.update(efficiency=e.value, efficiency_ci95_low=e.ci_low,
-                       efficiency_ci95_high=e.ci_high)
+            paired = efficiency_samples(r, runs[base], record["world_size"])
+            if paired is not None:
+                e = efficiency_estimate(paired)
+                row.update(efficiency=e.value, efficiency_ci95_low=e.ci_low,
+                           efficiency_ci95_high=e.ci_high,
+                           baseline_images_per_sec=summaries[base].mean)
         best = best_one.get(identity.best_baseline_key(record))
         if best:
             row["efficiency_vs_best"] = s.mean / (record["world_size"] * summaries[best].mean)
             row["best_one_worker_framework"] = identity.key_dict(best)["framework"]
+            row["best_one_worker_images_per_sec"] = summaries[best].mean
         if record["nodes"] > 1:
             node_base = identity.baseline_key(record, record["world_size"] // record["nodes"])
             if node_base in runs:

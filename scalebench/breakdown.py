@@ -3,22 +3,37 @@
 Each N-worker record carries its synced windows and extra windows of the same step without
 gradient synchronisation (the plain step on every rank before the framework wraps the model,
 measure.py), each with the time spent waiting for batches. With B images per window (all
-ranks) and the ideal N x one-worker throughput of the same configuration:
+ranks), every throughput below is one kind of mean, the one the headline uses: the mean over
+trials of B / that trial's window (the mean of per-trial rates), so identical windows give
+identical throughputs and a part of exactly 0:
 
     compute     B / (median rank's no-sync window - its input wait)
     input       B / median rank's no-sync window
     slowest     B / slowest rank's no-sync window
-    measured    the run's throughput (slowest rank's synced window)
+    measured    the run's throughput (slowest rank's synced window: its trial_images_per_sec)
+    ideal       N x the paired one-worker launch's throughput (the efficiency baseline)
+    same batch  N x the one-worker throughput at this run's per-worker batch
 
-    contention      1 - compute / ideal         host sharing: memory bandwidth, cores, PCIe
-    input wait      (compute - input) / ideal   blocked on the input pipeline
-    straggler       (input - slowest) / ideal   the slowest rank vs the median rank
-    communication   (slowest - measured) / ideal  exposed gradient synchronisation
+    per-worker batch effect  1 - same batch / ideal   strong scaling only (weak: 0): each
+                                                       worker's smaller batch, not sharing
+    contention      (same batch - compute) / ideal    host sharing: memory bandwidth, cores, PCIe
+    input wait      (compute - input) / ideal         blocked on the input pipeline
+    straggler       (input - slowest) / ideal         the slowest rank vs the median rank
+    communication   (slowest - measured) / ideal      exposed gradient synchronisation
     efficiency      measured / ideal
 
-The parts are differences of measured throughputs, so they add up to 100% of ideal; noise
-shows as a small negative part, never as a hidden residual. "Median rank" is the lower median
-(with two ranks, the faster one). Everything here is pure: records in, rows out.
+Under strong scaling without a one-worker run at the per-worker batch, the batch effect cannot
+be told apart from contention: it is None and contention holds both (`batch_effect_note` says
+so). The parts are differences of measured throughputs, so they add up to 100% of ideal; noise
+shows as a small negative part, never as a hidden residual. Seconds per step are differences
+of mean window times. "Median rank" is the lower median (with two ranks, the faster one).
+
+A row is computed from exactly the launches behind the summary's row (analysis.Runs.ok, the
+newest ok record of each repeat) that are paired with a launch of the baseline
+(analysis.paired_launches) and have no-sync windows; every figure of the row comes from those
+launches, and the row says how many of all launches it used. Its efficiency and interval are
+the paired ones (analysis.efficiency_estimate), as in the summary; the parts' intervals are
+95% over launches (none with one launch). Everything here is pure: records in, rows out.
 """
 
 from __future__ import annotations
@@ -28,11 +43,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scalebench import frameworks, identity, stats
+from scalebench import analysis, frameworks, identity, stats
 
-COMPONENTS = ("contention", "input_wait", "straggler", "communication")
-LABELS = {"contention": "shared-host contention", "input_wait": "input pipeline wait",
-          "straggler": "straggler / imbalance", "communication": "exposed communication"}
+COMPONENTS = ("batch_effect", "contention", "input_wait", "straggler", "communication")
+LABELS = {"batch_effect": "per-worker batch effect", "contention": "shared-host contention",
+          "input_wait": "input pipeline wait", "straggler": "straggler / imbalance",
+          "communication": "exposed communication"}
+NOT_SEPARABLE = "contention and per-worker batch effect (not separable)"
+BREAKDOWN_COLUMNS = [
+    "model", "framework", "step_options", "precision", "device", "scaling", "batch_size",
+    "global_batch", "world_size", "nodes", "launches", "launches_total", "records",
+    "ideal_images_per_sec", "baseline_images_per_sec", "measured_images_per_sec",
+    "compute_images_per_sec", "efficiency", "efficiency_ci95_low", "efficiency_ci95_high",
+    "efficiency_vs_best", "best_one_worker_framework",
+    *(f"{name}{suffix}" for name in COMPONENTS for suffix in ("", "_ci95_low", "_ci95_high")),
+    "input_wait_seconds_per_step", "straggler_seconds_per_step",
+    "communication_seconds_per_step", "largest_loss", "batch_effect_note", "accounted",
+]
 
 
 @dataclass(frozen=True)
@@ -41,25 +68,26 @@ class Parts:
 
     ideal: float  # images/s
     efficiency: float
+    batch_effect: float | None  # None: strong scaling, not separable from contention
     contention: float
     input_wait: float
     straggler: float
     communication: float
+    measured_images_per_sec: float
     compute_images_per_sec: float
     nosync_images_per_sec: float  # slowest rank, no sync
     seconds_per_step: dict[str, float]  # straggler, input_wait, communication
 
-    def fractions(self) -> dict[str, float]:
+    def fractions(self) -> dict[str, float | None]:
         return {name: getattr(self, name) for name in COMPONENTS}
 
 
-def _mean_over_trials(windows: Sequence[Sequence[float]], pick) -> float:
-    trials = len(windows[0])
-    return statistics.fmean(pick([rank[t] for rank in windows]) for t in range(trials))
-
-
-def parts(record: dict[str, Any], one_worker_images_per_sec: float) -> Parts | None:
-    """The breakdown of one ok N-worker record; None when it has no no-sync windows."""
+def parts(record: dict[str, Any], one_worker_images_per_sec: float,
+          same_batch_images_per_sec: float | None = None) -> Parts | None:
+    """The breakdown of one ok N-worker record against its one-worker baseline's throughput;
+    None when it has no no-sync windows. same_batch_images_per_sec: the one-worker throughput
+    at the record's per-worker batch (strong scaling; weak scaling's baseline is that already).
+    """
     nosync = record.get("nosync_window_seconds")
     if record.get("status") != "ok" or not nosync or record["world_size"] < 2:
         return None
@@ -70,78 +98,148 @@ def parts(record: dict[str, Any], one_worker_images_per_sec: float) -> Parts | N
     # the lower-median rank of each trial, and that rank's own input wait
     median_rank = [sorted(range(len(nosync)), key=lambda r, t=t: nosync[r][t])[
         (len(nosync) - 1) // 2] for t in trials]
-    w_median = statistics.fmean(nosync[median_rank[t]][t] for t in trials)
-    wait_median = statistics.fmean(waits[median_rank[t]][t] for t in trials)
-    w_slowest = _mean_over_trials(nosync, max)
-    w_synced = _mean_over_trials(record["window_seconds"], max)
-    compute = images / max(w_median - wait_median, 1e-12)
-    with_input = images / w_median
-    slowest = images / w_slowest
-    measured = float(record["images_per_sec"])
-    ideal = record["world_size"] * one_worker_images_per_sec
+    w_median = [nosync[median_rank[t]][t] for t in trials]
+    wait_median = [waits[median_rank[t]][t] for t in trials]
+    compute = statistics.fmean(images / max(w - wait, 1e-12)
+                               for w, wait in zip(w_median, wait_median, strict=True))
+    with_input = statistics.fmean(images / w for w in w_median)
+    slowest = statistics.fmean(stats.trial_throughputs(nosync, images))
+    measured = statistics.fmean(float(v) for v in record[analysis.TRIALS_FIELD])
+    workers = record["world_size"]
+    ideal = workers * one_worker_images_per_sec
+    if record.get("scaling") != "strong":
+        same_batch_images_per_sec = one_worker_images_per_sec
+    reference = ideal if same_batch_images_per_sec is None else \
+        workers * same_batch_images_per_sec
+    mean_window = statistics.fmean(w_median)
+    slowest_window = statistics.fmean(max(rank[t] for rank in nosync) for t in trials)
+    synced_window = statistics.fmean(max(rank[t] for rank in record["window_seconds"])
+                                     for t in range(len(record["window_seconds"][0])))
     return Parts(
         ideal=ideal, efficiency=measured / ideal,
-        contention=1.0 - compute / ideal,
+        batch_effect=None if same_batch_images_per_sec is None else 1.0 - reference / ideal,
+        contention=(reference - compute) / ideal,
         input_wait=(compute - with_input) / ideal,
         straggler=(with_input - slowest) / ideal,
         communication=(slowest - measured) / ideal,
-        compute_images_per_sec=compute, nosync_images_per_sec=slowest,
-        seconds_per_step={"input_wait": wait_median / iters,
-                          "straggler": (w_slowest - w_median) / iters,
-                          "communication": (w_synced - w_slowest) / iters})
+        measured_images_per_sec=measured, compute_images_per_sec=compute,
+        nosync_images_per_sec=slowest,
+        seconds_per_step={"input_wait": statistics.fmean(wait_median) / iters,
+                          "straggler": (slowest_window - mean_window) / iters,
+                          "communication": (synced_window - slowest_window) / iters})
 
 
-def _ok_by_config(records: Sequence[dict]) -> dict[tuple, list[dict]]:
-    out: dict[tuple, list[dict]] = {}
-    for r in records:
-        if r.get("kind") == "train" and r.get("status") == "ok":
-            out.setdefault(identity.config_key(r), []).append(r)
-    return out
+def label(row: dict, name: str) -> str:
+    """A component's name in words; contention says when it holds the batch effect too."""
+    if name == "contention" and row.get("batch_effect_note"):
+        return NOT_SEPARABLE
+    return LABELS[name]
+
+
+def _interval(values: Sequence[float]) -> tuple[float, list[float | None]]:
+    summary = stats.summarize(values)
+    return summary.mean, [summary.ci_low, summary.ci_high]
+
+
+def _row(key: tuple, runs: analysis.Runs, used: Sequence[tuple[dict, dict]],
+         found: Sequence[Parts], best: tuple[str, float] | None, note: str) -> dict[str, Any]:
+    newest = runs.newest_ok
+    workers = newest["world_size"]
+    records = [n for n, _ in used]
+    efficiency = analysis.efficiency_estimate(analysis.efficiency_of_pairs(used, workers))
+    measured = statistics.fmean(p.measured_images_per_sec for p in found)
+    row: dict[str, Any] = {
+        "key": key, "model": newest["model"], "framework": newest["framework"],
+        "step_label": identity.step_label(newest), "precision": newest["precision"],
+        "world_size": workers, "nodes": newest["nodes"], "device": newest["device"],
+        "scaling": newest.get("scaling"), "batch_size": newest["batch_size"],
+        "global_batch": newest["global_batch"], "params": newest.get("params"),
+        "options": frameworks.step_options(newest["framework"], newest.get("options")),
+        "series": identity.series_key(newest),
+        "runs": len(found), "launches": len(found), "launches_total": runs.processes,
+        "records": [str(r.get("run_id", "")) for r in records],
+        "ideal_images_per_sec": statistics.fmean(p.ideal for p in found),
+        "baseline_images_per_sec": statistics.fmean(p.ideal for p in found) / workers,
+        "measured_images_per_sec": measured,
+        "compute_images_per_sec": statistics.fmean(p.compute_images_per_sec for p in found),
+        "efficiency": efficiency.value,
+        "efficiency_ci95": [efficiency.ci_low, efficiency.ci_high],
+        "efficiency_vs_best": None if best is None else measured / (workers * best[1]),
+        "best_one_worker_framework": None if best is None else best[0],
+        "best_one_worker_images_per_sec": None if best is None else best[1],
+        "batch_effect_note": note,
+    }
+    for name in COMPONENTS:
+        values = [getattr(p, name) for p in found]
+        if any(v is None for v in values):
+            row[name], row[f"{name}_ci95"] = None, [None, None]
+        else:
+            row[name], row[f"{name}_ci95"] = _interval(values)
+    for name in ("input_wait", "straggler", "communication"):
+        row[f"{name}_seconds_per_step"] = statistics.fmean(p.seconds_per_step[name]
+                                                           for p in found)
+    present = [name for name in COMPONENTS if row[name] is not None]
+    row["accounted"] = row["efficiency"] + sum(row[name] for name in present)
+    row["largest_loss"] = max(present, key=lambda name: row[name])
+    return row
 
 
 def rows(records: Sequence[dict]) -> list[dict]:
-    """One row per N-worker configuration with no-sync windows: each part's mean over its
-    records (repeats) with a 95% interval when there are two or more, plus seconds per step,
-    and what the link share needs (device, the record's parameter count, its step options).
-    The ideal uses the mean of the one-worker baseline's records (identity.baseline_key)."""
-    by_config = _ok_by_config(records)
+    """One row per N-worker configuration with no-sync windows and a one-worker baseline
+    (identity.baseline_key): each part's mean over the launches it used with a 95% interval
+    when there are two or more, the paired efficiency, seconds per step, the launches and
+    records behind it, efficiency against the best one-worker run, and what the link share
+    needs (device, the record's parameter count, its step options)."""
+    runs = {key: r for key, r in analysis.group_runs(records).items() if r.ok}
+    best_one = analysis.best_one_worker(runs)
     out = []
-    for key, runs in by_config.items():
-        first = runs[0]
-        if first["world_size"] < 2:
+    for key, r in runs.items():
+        newest = r.newest_ok
+        if newest["world_size"] < 2:
             continue
-        base = by_config.get(identity.baseline_key(first))
-        if not base:
+        base = runs.get(identity.baseline_key(newest))
+        if base is None:
             continue
-        one = statistics.fmean(float(r["images_per_sec"]) for r in base)
-        found = [p for p in (parts(r, one) for r in runs) if p is not None]
+        same = None
+        note = ""
+        if newest.get("scaling") == "strong":
+            same = runs.get(identity.with_changes(key, world_size=1, nodes=1))
+            if same is None:
+                note = (f"not separable: no one-worker run at the per-worker batch "
+                        f"{newest['batch_size']}")
+        partner = {id(n): one for n, one in analysis.paired_launches(r, same)} if same else {}
+        used, found = [], []
+        for n, one in analysis.paired_launches(r, base):
+            if same is not None:
+                ref = partner.get(id(n))
+                same_batch = statistics.fmean(ref[analysis.TRIALS_FIELD]) if ref else \
+                    analysis.mean_throughput(same)
+            else:
+                same_batch = None
+            p = parts(n, statistics.fmean(one[analysis.TRIALS_FIELD]), same_batch)
+            if p is not None:
+                used.append((n, one))
+                found.append(p)
         if not found:
             continue
-        row: dict[str, Any] = {
-            "key": key, "model": first["model"], "framework": first["framework"],
-            "step_label": identity.step_label(first), "precision": first["precision"],
-            "world_size": first["world_size"], "nodes": first["nodes"],
-            "device": first["device"], "params": first.get("params"),
-            "options": frameworks.step_options(first["framework"], first.get("options")),
-            "series": identity.series_key(first), "runs": len(found),
-            "ideal_images_per_sec": statistics.fmean(p.ideal for p in found),
-            "measured_images_per_sec": statistics.fmean(float(r["images_per_sec"])
-                                                        for r in runs),
-            "compute_images_per_sec": statistics.fmean(p.compute_images_per_sec
-                                                       for p in found),
-        }
-        for name in ("efficiency", *COMPONENTS):
-            summary = stats.summarize([getattr(p, name) for p in found])
-            row[name] = summary.mean
-            row[f"{name}_ci95"] = [summary.ci_low, summary.ci_high]
-        for name in ("input_wait", "straggler", "communication"):
-            row[f"{name}_seconds_per_step"] = statistics.fmean(p.seconds_per_step[name]
-                                                               for p in found)
-        row["accounted"] = row["efficiency"] + sum(row[name] for name in COMPONENTS)
-        row["largest_loss"] = max(COMPONENTS, key=lambda name: row[name])
-        out.append(row)
+        best_key = best_one.get(identity.best_baseline_key(newest))
+        best = None if best_key is None else \
+            (identity.key_dict(best_key)["framework"], analysis.mean_throughput(runs[best_key]))
+        out.append(_row(key, r, used, found, best, note))
     out.sort(key=lambda r: (r["model"], r["precision"], r["framework"], r["step_label"],
                             r["world_size"], r["nodes"]))
+    return out
+
+
+def csv_rows(breakdown_rows: Sequence[dict]) -> list[dict]:
+    """Breakdown rows as breakdown.csv writes them (BREAKDOWN_COLUMNS): each component as a
+    fraction of ideal with its interval, seconds per step, the records (run ids, "; ")."""
+    out = []
+    for row in breakdown_rows:
+        flat = {**row, "step_options": row["step_label"], "records": "; ".join(row["records"])}
+        for name in ("efficiency", *COMPONENTS):
+            flat[f"{name}_ci95_low"], flat[f"{name}_ci95_high"] = row[f"{name}_ci95"]
+        out.append({c: flat.get(c) for c in BREAKDOWN_COLUMNS})
     return out
 
 
@@ -159,18 +257,35 @@ def link_share(row: dict, link_busbw: float, grad_bytes: float) -> float | None:
 
 
 def verdict(model_rows: Sequence[dict]) -> str:
-    """Plain words for one model: which framework scales best at the largest worker count
-    measured here, and what limits it."""
+    """Plain words for one scaling series: at the largest worker count measured here, the
+    frameworks ranked by what a user gets (throughput at N; within a series that is the same
+    order as efficiency against the best one-worker run), what limits each, and, for a framework
+    whose own one-worker run is much slower than the best one, that this flatters its own
+    efficiency (analysis.slow_baseline_note)."""
     if not model_rows:
         return ""
     top = max(r["world_size"] for r in model_rows)
     at_top = sorted((r for r in model_rows if r["world_size"] == top),
-                    key=lambda r: -r["efficiency"])
-    best = at_top[0]
-    name = best["framework"] + (f" ({best['step_label']})" if best["step_label"] else "")
-    text = (f"At {top} workers {name} scales best here ({best['efficiency']:.0%} of ideal); "
-            f"its largest loss is {LABELS[best['largest_loss']]} "
-            f"({best[best['largest_loss']]:.0%} of ideal)")
-    others = [f"{r['framework']}{' (' + r['step_label'] + ')' if r['step_label'] else ''} "
-              f"{r['efficiency']:.0%}, mostly {LABELS[r['largest_loss']]}" for r in at_top[1:]]
-    return text + (f"; {'; '.join(others)}." if others else ".")
+                    key=lambda r: (-r["measured_images_per_sec"], analysis.line_name(r)))
+
+    def said(r: dict) -> str:
+        text = f"{r['measured_images_per_sec']:.3g} images/s, {r['efficiency']:.0%} of its own ideal"
+        if (r["best_one_worker_images_per_sec"] or 0) > r["baseline_images_per_sec"]:
+            text += (f" ({r['efficiency_vs_best']:.0%} against the best one-worker run, "
+                     f"{r['best_one_worker_framework']})")
+        return text
+
+    def loss(r: dict) -> str:
+        return f"{label(r, r['largest_loss'])} ({r[r['largest_loss']]:.0%} of ideal)"
+
+    if len(at_top) == 1:
+        text = (f"At {top} workers {analysis.line_name(at_top[0])} delivers {said(at_top[0])}; "
+                f"its largest loss is {loss(at_top[0])}.")
+    else:
+        text = (f"At {top} workers, ranked by the throughput they deliver: "
+                + "; ".join(f"{analysis.line_name(r)} {said(r)}, largest loss {loss(r)}"
+                            for r in at_top) + ".")
+    notes = [n for n in (analysis.slow_baseline_note(r) for r in at_top) if n]
+    notes += [f"{analysis.line_name(r)}: {r['batch_effect_note']}" for r in at_top
+              if r.get("batch_effect_note")]
+    return " ".join([text, *(n + "." for n in notes)])

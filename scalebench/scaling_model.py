@@ -336,7 +336,9 @@ def model_rows(rows: Sequence[dict], link: Link | float | Callable[[dict], Link 
 
     link: a Link, a bus bandwidth in bytes/s (with the default step latency), or a function
     row -> Link or None (e.g. link_chooser(links_from_allreduce(records))). The one-worker
-    throughput is the row's own baseline (images_per_sec / (N x efficiency)); per-worker
+    throughput is the row's own baseline (baseline_images_per_sec; for a row without it,
+    images_per_sec / (N x efficiency)); the verdict reads the row's efficiency and its paired
+    interval (analysis.summary_rows) as they are; per-worker
     compute is batch_size / that, so strong-scaling rows get their smaller per-worker batch.
     Gradients are fp32 unless the row's options say fp16_allreduce (Horovod's compression);
     messages are the framework's buckets under the row's options (frameworks.bucket_bytes)
@@ -373,7 +375,8 @@ def model_rows(rows: Sequence[dict], link: Link | float | Callable[[dict], Link 
             continue
         info = workloads.get_info(row["model"])
         params = info.param_count(workloads.uses_aux_logits(row["model"], row["image_size"]))
-        base = row["images_per_sec"] / (workers * row["efficiency"])
+        base = row.get("baseline_images_per_sec") or \
+            row["images_per_sec"] / (workers * row["efficiency"])
         options = row.get("options") or {}
         fp16 = bool(options.get("fp16_allreduce", row.get("fp16_allreduce")))
         bucket = (bucket_bytes or frameworks.bucket_bytes(row["framework"], options)

@@ -32,15 +32,16 @@ def test_parts_by_hand_add_up_to_ideal():
 
 
 def test_rows_take_the_baseline_and_give_intervals_over_repeats():
-    one = fake_record((10.0, 10.0, 10.0), world_size=1)
+    # each two-worker launch against the same round's one-worker launch (paired)
+    one = [fake_record((10.0, 10.0, 10.0), world_size=1, repeat=k) for k in (1, 2)]
     runs = [two_worker_record(repeat=1), two_worker_record(repeat=2)]
-    [row] = breakdown.rows([one, *runs])
+    [row] = breakdown.rows([*one, *runs])
     assert row["runs"] == 2 and row["world_size"] == 2 and row["framework"] == "ddp"
     assert row["accounted"] == pytest.approx(1.0)
     assert row["largest_loss"] == "straggler"
     assert row["straggler_ci95"][0] == pytest.approx(0.3)  # identical repeats: zero width
     assert breakdown.rows([*runs]) == []  # no one-worker baseline, no breakdown
-    assert "ddp scales best here (40% of ideal)" in breakdown.verdict([row])
+    assert "At 2 workers ddp delivers 8 images/s, 40% of its own ideal" in breakdown.verdict([row])
     assert "straggler / imbalance" in breakdown.verdict([row])
 
 

@@ -58,8 +58,8 @@ def test_summary_rows_are_computed_once_per_write_all(tmp_path, monkeypatch):
     monkeypatch.setattr(analysis, "summary_rows", counted)
     written = report.write_all(reference_records(), [], tmp_path)
     assert calls == [9]
-    assert [p.name for p in written] == ["summary.csv", "efficiency.png", "throughput.png",
-                                         "report.md", "report.html"]
+    assert [p.name for p in written] == ["summary.csv", "breakdown.csv", "efficiency.png",
+                                         "throughput.png", "report.md", "report.html"]
 
 
 def test_each_difference_is_decided_once(tmp_path, monkeypatch):

@@ -130,7 +130,9 @@ def _headline(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
         body = [[esc(w)] + [headline_cell(by_cell[(w, label)]) if (w, label) in by_cell
                             else '<span class="muted">not run</span>' for label in group.labels]
                 for w in workers]
-        out += [f"<h3>{esc(group.title)}</h3>", raw_table(["workers", *group.labels], body)]
+        out += [f"<h3>{esc(group.title)}</h3>",
+                *([paragraph(group.headline)] if group.headline else []),
+                raw_table(["workers", *group.labels], body)]
         warnings = tables.warning_lines(group)
         if warnings:
             out.append('<p><span class="badge bad">warnings</span></p><ul>'

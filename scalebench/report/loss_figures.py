@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalebench.breakdown import LABELS
+from scalebench.breakdown import label
 from scalebench.report import plotting
 from scalebench.report.labels import series_label
 from scalebench.report.losses import WATERFALL, Limit, SeriesLosses
@@ -15,17 +15,19 @@ from scalebench.report.model import ReportModel
 CAPTIONS = {
     "waterfall": "Where the efficiency went, one panel per scaling series: for each framework at "
                  "each worker count, from the ideal (N × its one-worker throughput, 100%) down "
-                 "through shared-host contention, exposed communication, straggler and input "
-                 "wait to the measured efficiency (with its 95% interval over launches, when "
+                 "through the per-worker batch effect (strong scaling only), shared-host "
+                 "contention, exposed communication, straggler and input wait to the measured "
+                 "efficiency (with its 95% interval over launches, when "
                  "launched more than once); a part below zero (noise) is drawn upward.",
     "bounds": "The scaling model's bounds for each run with a breakdown: the blue bar spans the "
               "no-overlap to the full-overlap bound, the diamond is the model's prediction (the "
               "bounds' midpoint), the black dot the measured efficiency, and the open circle the "
               "efficiency had no communication been exposed (the slowest rank's unsynced step).",
 }
-COLORS = {"ideal": "#9e9e9e", "contention": "tab:orange", "communication": "tab:red",
-          "straggler": "tab:purple", "input_wait": "tab:olive", "measured": "tab:blue"}
-BARS = len(WATERFALL) + 2  # ideal, the losses, measured
+COLORS = {"ideal": "#9e9e9e", "batch_effect": "tab:brown", "contention": "tab:orange",
+          "communication": "tab:red", "straggler": "tab:purple", "input_wait": "tab:olive",
+          "measured": "tab:blue"}
+BARS = len(WATERFALL) + 2  # ideal, the losses, measured (the widest series)
 
 
 def _label(row: dict) -> str:
@@ -35,31 +37,34 @@ def _label(row: dict) -> str:
 
 def _waterfall(ax, series: SeriesLosses, slots: int) -> None:
     """slots: bar groups the widest panel has; every panel's bars get the same width."""
+    names = series.components
+    bars = len(names) + 2
     top = 100.0
     for g, r in enumerate(series.rows):
-        x0 = g * (BARS + 1)
+        x0 = g * (bars + 1)
         ax.bar(x0, 100.0, color=COLORS["ideal"], label="ideal" if g == 0 else None)
         level = 100.0
-        for i, name in enumerate(WATERFALL, start=1):
-            part = 100 * r[name]
+        for i, name in enumerate(names, start=1):
+            part = 0.0 if r[name] is None else 100 * r[name]  # None: inside contention
             ax.bar(x0 + i, -part, bottom=level, color=COLORS[name],
-                   label=LABELS[name] if g == 0 else None)
-            ax.annotate(f"{part:.0f}", (x0 + i, max(level, level - part)), ha="center",
-                        va="bottom", fontsize="x-small")
+                   label=label(r, name) if g == 0 else None)
+            ax.annotate("n/s" if r[name] is None else f"{part:.0f}",
+                        (x0 + i, max(level, level - part)), ha="center", va="bottom",
+                        fontsize="x-small")
             top = max(top, level, level - part)
             level -= part
         measured = 100 * r["efficiency"]
         low, high = r["efficiency_ci95"]
         yerr = None if low is None else [[max(0.0, measured - 100 * low)],
                                          [max(0.0, 100 * high - measured)]]
-        ax.bar(x0 + BARS - 1, measured, yerr=yerr, capsize=3, color=COLORS["measured"],
+        ax.bar(x0 + bars - 1, measured, yerr=yerr, capsize=3, color=COLORS["measured"],
                label="measured" if g == 0 else None)
-        ax.annotate(f"{measured:.0f}", (x0 + BARS - 1, measured), ha="center", va="bottom",
+        ax.annotate(f"{measured:.0f}", (x0 + bars - 1, measured), ha="center", va="bottom",
                     fontsize="x-small")
         top = max(top, measured)
-    ax.set_xticks([g * (BARS + 1) + (BARS - 1) / 2 for g in range(len(series.rows))])
+    ax.set_xticks([g * (bars + 1) + (bars - 1) / 2 for g in range(len(series.rows))])
     ax.set_xticklabels([_label(r) for r in series.rows], fontsize="small")
-    ax.set_xlim(-0.8, slots * (BARS + 1) - 1.2)
+    ax.set_xlim(-0.8, slots * (bars + 1) - 1.2)
     ax.set_ylim(min(0.0, ax.get_ylim()[0]), top * 1.12)
     ax.set_ylabel("% of ideal (N × one-worker throughput)")
     ax.set_title(plotting.title(series.title, 60), fontsize="medium")

@@ -1,10 +1,11 @@
 """Where the efficiency went: the report's breakdown section, computed once with the ReportModel.
 
 Per scaling series (identity.series_key):
-  - breakdown.rows: the ideal N x one-worker throughput split into contention, exposed
-    communication, straggler and input wait, next to the measured efficiency;
-  - breakdown.verdict: which framework scales best at the largest worker count, and what
-    limits it;
+  - breakdown.rows: the ideal N x one-worker throughput split into the per-worker batch
+    effect (strong scaling), contention, exposed communication, straggler and input wait, next
+    to the measured efficiency;
+  - breakdown.verdict: the frameworks at the largest worker count ranked by the throughput a
+    user gets, what limits each, and a slow own one-worker baseline named;
   - distance to the limit: for each run with a breakdown, the share of the link's allreduce
     bandwidth its exposed communication ran at (breakdown.link_share; gradient bytes from the
     record's parameter count and fp16_allreduce option, the link the scaling model uses), and
@@ -26,8 +27,9 @@ from scalebench.report.labels import group_title, run_label, series_label
 from scalebench.units import format_bandwidth
 
 Chooser = Callable[[dict], scaling_model.Link | None]
-# The losses in the waterfall's order, from ideal down to the measured throughput.
-WATERFALL = ("contention", "communication", "straggler", "input_wait")
+# The losses in the waterfall's order, from ideal down to the measured throughput; the
+# per-worker batch effect only for strong-scaling series (SeriesLosses.components).
+WATERFALL = ("batch_effect", "contention", "communication", "straggler", "input_wait")
 NO_WINDOWS = ("recorded without no-sync windows (before the breakdown existed, or with "
               "--no-breakdown)")
 NO_BASELINE = "no one-worker run of this configuration to take the ideal from"
@@ -102,7 +104,7 @@ class Check:
 
     @property
     def one_worker_images_per_sec(self) -> float:
-        return self.row["images_per_sec"] / (self.row["world_size"] * self.row["efficiency"])
+        return self.row["baseline_images_per_sec"]
 
     @property
     def where(self) -> str:
@@ -136,6 +138,13 @@ class SeriesLosses:
     shares: tuple[Share, ...]
     limits: tuple[Limit, ...]
     checks: tuple[Check, ...]  # one per line, at its largest measured worker count
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """The parts the table and the waterfall show: the per-worker batch effect only where a
+        run scaled strongly (weak scaling keeps the per-worker batch: it is 0)."""
+        strong = any(r.get("scaling") == "strong" for r in self.rows)
+        return tuple(n for n in WATERFALL if n != "batch_effect" or strong)
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,10 @@ def _headline(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
         return ["No successful runs.", ""]
     out = [f"{model.noisy_text}", ""] if model.noisy else []
     for group in model.groups:
-        out += [f"### {md_text(group.title)}", "", *table(tables.summary_table(group))]
+        out += [f"### {md_text(group.title)}", ""]
+        if group.headline:
+            out += [md_text(group.headline), ""]
+        out += table(tables.summary_table(group))
         warnings = tables.warning_lines(group)
         if warnings:
             out += ["Warnings:", "", *(f"- {md_text(w)}" for w in warnings), ""]

@@ -57,8 +57,19 @@ BREAKDOWN_TEXT = (
     "**shared-host contention** (the compute-only throughput at N below ideal), **exposed "
     "communication** (the slowest rank's synced step against its unsynced one), **straggler** "
     "(the slowest rank against the median rank) and **input wait** (blocked on the input "
-    "pipeline). With the measured efficiency they add up to 100% of ideal; noise shows as a "
-    "small negative part. Intervals are 95% over repeated launches (none with one launch).",
+    "pipeline); under strong scaling, the **per-worker batch effect** (each worker's smaller "
+    "batch: N × the one-worker run at the per-worker batch against ideal) is its own part, or "
+    "is named as not separable from contention when the sweep has no such one-worker run. "
+    "Every throughput is the same kind of mean as the headline's: the mean over trials of "
+    "each trial's images per second, so identical windows give a part of exactly 0. With the "
+    "measured efficiency the parts add up to 100% of ideal; noise shows as a small negative "
+    "part. A row uses the launches behind the headline's row that have no-sync windows, each "
+    "against the same round's one-worker launch, and says how many; its efficiency and "
+    "interval are the headline's paired ones, the parts' intervals are 95% over launches (none "
+    "with one launch). The verdict ranks the frameworks by the throughput they deliver at the "
+    "largest worker count and names a framework whose own one-worker run is more than "
+    f"{analysis.SLOW_BASELINE:.0%} slower than the best one, since that flatters its own "
+    "efficiency.",
     "**Distance to the limit**: the bus bandwidth a ring allreduce of the run's gradients (its "
     "parameter count, fp32 or fp16 as its options say) would need to take exactly the exposed "
     "communication time, as a share of the link's allreduce bandwidth fitted from the allreduce "
@@ -117,11 +128,17 @@ def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
             "process), the samples are the per-process means, one per launch, because trials "
             "inside one process share its placement, clocks and allocator state; with one launch "
             "they are its trials. Each run says which samples stand behind it. Few samples "
-            "give wide intervals. Efficiency intervals combine both runs' uncertainty (delta method).",
+            "give wide intervals. Efficiency is paired: each launch of an N-worker run against the "
+            "same round's launch of its one-worker run (trial i against trial i with one "
+            "launch), so drift that moves both alike cancels; its value is the mean of the "
+            "per-launch ratios and its interval that of the paired samples, the same in the "
+            "tables, the figures, the breakdown, the scaling model's verdict and compare.",
             "**Efficiency** = throughput(N) / (N × throughput(1)): 100% is perfect linear "
             "scaling. It is taken against the same framework's one-worker run and, in \"vs best "
             "1-worker\", against the fastest one-worker run of any framework, which keeps a slow "
-            "single-worker baseline from flattering a framework. A run is flagged **noisy** when "
+            "single-worker baseline from flattering a framework; the headline names a framework "
+            f"whose own one-worker run is more than {analysis.SLOW_BASELINE:.0%} slower than "
+            "the best. A run is flagged **noisy** when "
             f"the standard deviation of its samples (trials, or launches) exceeds {noisy} of its "
             "mean; treat its numbers with care, or re-run with more trials or launches.",
             "At one worker every framework times the plain, unwrapped step; DDP's one-worker run "
@@ -169,6 +186,7 @@ class Group:
     title: str
     labels: tuple[str, ...]  # one line per framework x precision x step options
     rows: tuple[dict, ...]  # summary rows, by workers then label
+    headline: str = ""  # group_headline: who delivers the most at the largest worker count
 
 
 @dataclass(frozen=True)
@@ -352,8 +370,7 @@ def build(records: list[dict], problems: Sequence[Problem], link: scaling_model.
         environments=_environments(records),
         settings=tuple(sorted({(r["scaling"], r["warmup"], r["trials"], r["iters"],
                                 r.get("repeats") or 1)
-                               for r in records
-                               if r.get("kind") == "train" and r.get("status") == "ok"})),
+                               for row in rows for r in row["records"]})),
         wrapper=tuple(r for r in rows if r.get("wrapped_images_per_sec") is not None),
         losses=losses_model.build(records, rows, [(x.row, x.entry) for x in modelled], choose,
                              link_measured=link is None),
@@ -364,6 +381,29 @@ def _line_order(row: dict) -> tuple:
     return (row["world_size"], row["nodes"], series_label(row))
 
 
+def group_headline(rows: Sequence[dict]) -> str:
+    """At a series' largest worker count (one node count), the lines ranked by the throughput
+    they deliver, with efficiency against the best one-worker run; and each line there whose
+    own one-worker run is much slower than the best one (analysis.slow_baseline_note). "" with
+    nothing to rank or name."""
+    multi = [r for r in rows if r["world_size"] > 1]
+    if not multi:
+        return ""
+    top = max((r["world_size"], r["nodes"]) for r in multi)
+    at_top = sorted((r for r in multi if (r["world_size"], r["nodes"]) == top),
+                    key=lambda r: (-r["images_per_sec"], series_label(r)))
+    parts = []
+    if len(at_top) > 1:
+        def said(r: dict) -> str:
+            vs_best = "" if r["efficiency_vs_best"] is None else \
+                f" ({r['efficiency_vs_best']:.0%} of ideal against the best one-worker run)"
+            return f"{series_label(r)} {r['images_per_sec']:.3g} images/s{vs_best}"
+        parts.append(f"At {workers_label(at_top[0])} workers {series_label(at_top[0])} delivers "
+                     f"the most: {'; '.join(said(r) for r in at_top)}.")
+    parts += [note + "." for note in map(analysis.slow_baseline_note, at_top) if note]
+    return " ".join(parts)
+
+
 def _groups(rows: list[dict]) -> tuple[Group, ...]:
     by_key: dict[tuple, list[dict]] = {}
     for r in rows:
@@ -372,7 +412,7 @@ def _groups(rows: list[dict]) -> tuple[Group, ...]:
         Group(key, group_title(key, " / ".join(dict.fromkeys(r["precision_label"]
                                                              for r in members))),
               tuple(sorted({series_label(r) for r in members})),
-              tuple(sorted(members, key=_line_order)))
+              tuple(sorted(members, key=_line_order)), group_headline(members))
         for key, members in sorted(by_key.items(), key=lambda kv: tuple(str(v) for v in kv[0])))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalebench import units
-from scalebench.breakdown import LABELS
+from scalebench.breakdown import label
 from scalebench.report.format import (
     DASH,
     gb_per_s,
@@ -18,7 +18,7 @@ from scalebench.report.format import (
     pct_with_interval,
     points,
 )
-from scalebench.report.losses import WATERFALL, SeriesLosses
+from scalebench.report.losses import SeriesLosses
 from scalebench.report.model import (
     Comparison,
     Group,
@@ -210,26 +210,36 @@ def environment_table(model: ReportModel) -> Table:
     return Table(header, tuple(rows))
 
 
-SHORT = {"contention": "contention", "communication": "exposed comm.",
+SHORT = {"batch_effect": "per-worker batch", "contention": "contention", "communication": "exposed comm.",
          "straggler": "straggler", "input_wait": "input wait"}
 PER_STEP = ("communication", "straggler", "input_wait")  # the parts measured in seconds
 
 
+def launches_cell(row: dict) -> str:
+    """The launches a breakdown row used: "2", or "1 of 2" when some had no no-sync windows."""
+    used, total = row["launches"], row["launches_total"]
+    return str(used) if used >= total else f"{used} of {total}"
+
+
 def breakdown_table(series: SeriesLosses) -> Table:
     """Each run's efficiency and where the rest of ideal went, in the waterfall's order."""
+    names = series.components
     rows = []
     for r in series.rows:
-        rows.append((series_label(r), workers_label(r), str(r["runs"]),
+        rows.append((series_label(r), workers_label(r), launches_cell(r),
                      num(r["ideal_images_per_sec"]), num(r["measured_images_per_sec"]),
-                     *(pct_with_interval(r[name], r[f"{name}_ci95"])
-                       for name in (*WATERFALL, "efficiency")),
-                     LABELS[r["largest_loss"]],
+                     *(pct_with_interval(r[name], r[f"{name}_ci95"]) if r[name] is not None
+                       else Mark("not separable", "muted", r["batch_effect_note"])
+                       for name in names),
+                     pct_with_interval(r["efficiency"], r["efficiency_ci95"]),
+                     label(r, r["largest_loss"]),
                      *(ms(r[f"{name}_seconds_per_step"]) for name in PER_STEP)))
+    first = 5 + len(names)  # the efficiency column
     return Table(("framework", "workers", "launches", "ideal images/s", "measured images/s",
-                  *(f"{SHORT[name]} (% of ideal)" for name in WATERFALL), "efficiency",
+                  *(f"{SHORT[name]} (% of ideal)" for name in names), "efficiency",
                   "largest loss", *(f"{SHORT[name]} (ms/step)" for name in PER_STEP)),
                  tuple(rows),
-                 frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13}))
+                 frozenset({1, 2, *range(3, first + 1), first + 2, first + 3, first + 4}))
 
 
 def checks_table(series: SeriesLosses) -> Table:
