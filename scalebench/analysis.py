@@ -136,6 +136,13 @@ def efficiency_estimate(samples: stats.Samples) -> stats.Ratio:
     return stats.Ratio(statistics.fmean(samples.process_values), s.ci_low, s.ci_high)
 
 
+def paired_value(runs_n: Runs, runs_1: Runs, multiple: int) -> float | None:
+    """throughput(N) / (multiple x throughput(baseline)) the paired way (efficiency_estimate's
+    value), so that against its own baseline it is exactly the efficiency."""
+    samples = efficiency_samples(runs_n, runs_1, multiple)
+    return None if samples is None else statistics.fmean(samples.process_values)
+
+
 def mean_throughput(runs: Runs) -> float:
     """A configuration's throughput: the mean over its ok launches' means (its trials' mean
     with one launch)."""
@@ -296,13 +303,13 @@ def summary_rows(records: Sequence[dict]) -> list[dict]:
                            baseline_images_per_sec=summaries[base].mean)
         best = best_one.get(identity.best_baseline_key(record))
         if best:
-            row["efficiency_vs_best"] = s.mean / (record["world_size"] * summaries[best].mean)
+            row["efficiency_vs_best"] = paired_value(r, runs[best], record["world_size"])
             row["best_one_worker_framework"] = identity.key_dict(best)["framework"]
             row["best_one_worker_images_per_sec"] = summaries[best].mean
         if record["nodes"] > 1:
             node_base = identity.baseline_key(record, record["world_size"] // record["nodes"])
             if node_base in runs:
-                row["efficiency_per_node"] = s.mean / (record["nodes"] * summaries[node_base].mean)
+                row["efficiency_per_node"] = paired_value(r, runs[node_base], record["nodes"])
         rows.append(row)
     rows.sort(key=lambda x: (x["model"], x["precision"], x["framework"], x["step_label"],
                              x["tf32"], x["world_size"], x["nodes"]))

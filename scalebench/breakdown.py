@@ -142,12 +142,19 @@ def _interval(values: Sequence[float]) -> tuple[float, list[float | None]]:
 
 
 def _row(key: tuple, runs: analysis.Runs, used: Sequence[tuple[dict, dict]],
-         found: Sequence[Parts], best: tuple[str, float] | None, note: str) -> dict[str, Any]:
+         found: Sequence[Parts], best: tuple[tuple, analysis.Runs] | None, note: str
+         ) -> dict[str, Any]:
     newest = runs.newest_ok
     workers = newest["world_size"]
     records = [n for n, _ in used]
     efficiency = analysis.efficiency_estimate(analysis.efficiency_of_pairs(used, workers))
     measured = statistics.fmean(p.measured_images_per_sec for p in found)
+    vs_best = None
+    if best is not None:  # the used launches against the best one-worker run's, paired
+        partner = {id(n): one for n, one in analysis.paired_launches(runs, best[1])}
+        pairs = [(n, partner[id(n)]) for n in records if id(n) in partner]
+        samples = analysis.efficiency_of_pairs(pairs, workers)
+        vs_best = None if samples is None else statistics.fmean(samples.process_values)
     row: dict[str, Any] = {
         "key": key, "model": newest["model"], "framework": newest["framework"],
         "step_label": identity.step_label(newest), "precision": newest["precision"],
@@ -164,9 +171,11 @@ def _row(key: tuple, runs: analysis.Runs, used: Sequence[tuple[dict, dict]],
         "compute_images_per_sec": statistics.fmean(p.compute_images_per_sec for p in found),
         "efficiency": efficiency.value,
         "efficiency_ci95": [efficiency.ci_low, efficiency.ci_high],
-        "efficiency_vs_best": None if best is None else measured / (workers * best[1]),
-        "best_one_worker_framework": None if best is None else best[0],
-        "best_one_worker_images_per_sec": None if best is None else best[1],
+        "efficiency_vs_best": vs_best,
+        "best_one_worker_framework": None if best is None else
+        identity.key_dict(best[0])["framework"],
+        "best_one_worker_images_per_sec": None if best is None else
+        analysis.mean_throughput(best[1]),
         "batch_effect_note": note,
     }
     for name in COMPONENTS:
@@ -223,8 +232,7 @@ def rows(records: Sequence[dict]) -> list[dict]:
         if not found:
             continue
         best_key = best_one.get(identity.best_baseline_key(newest))
-        best = None if best_key is None else \
-            (identity.key_dict(best_key)["framework"], analysis.mean_throughput(runs[best_key]))
+        best = None if best_key is None else (best_key, runs[best_key])
         out.append(_row(key, r, used, found, best, note))
     out.sort(key=lambda r: (r["model"], r["precision"], r["framework"], r["step_label"],
                             r["world_size"], r["nodes"]))

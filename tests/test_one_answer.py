@@ -259,3 +259,19 @@ def test_breakdown_rows_add_up_with_the_batch_effect_column():
     for records in (strong_sweep(), drifting_launches(), ray_and_ddp()):
         for row in breakdown.rows(records):
             assert row["accounted"] == pytest.approx(1.0)
+
+
+def test_efficiency_vs_best_is_paired_like_the_efficiency():
+    # ddp's own one-worker run is the best one: both numbers are the same one
+    ddp = only(analysis.summary_rows(ray_and_ddp()), world_size=2, framework="ddp")
+    assert ddp["best_one_worker_framework"] == "ddp"
+    assert ddp["efficiency_vs_best"] == ddp["efficiency"]
+    [bd] = [r for r in breakdown.rows(ray_and_ddp()) if r["framework"] == "ddp"]
+    assert bd["efficiency_vs_best"] == bd["efficiency"] == pytest.approx(ddp["efficiency"])
+
+
+def test_a_failed_launch_run_again_ok_says_so_in_the_problems():
+    failed = fake_record(status="failed", error="boom")
+    model = report.build([failed, fake_record(timestamp="2026-01-01T01:00:00+0000")], [])
+    [failure] = model.failures
+    assert failure.reason == "boom; this launch also has an ok record, which the tables use"

@@ -464,16 +464,25 @@ def _modelled(rows: list[dict], choose: losses_model.Chooser) -> tuple[Modelled,
     return tuple(Modelled(r, scaling_model.model_rows([r], choose)[0]) for r in multi)
 
 
+SUPERSEDED = "; this launch also has an ok record, which the tables use"
+
+
 def _failures(records: list[dict]) -> tuple[Failure, ...]:
+    """Every record that is not ok; a train launch that also has an ok record (run again, e.g.
+    with --resume) says so."""
+    ok = {(key, k) for key, runs in analysis.group_runs(records).items() for k in runs.by_repeat()}
     out = []
     for r in records:
         if r.get("status") == "ok":
             continue
         what = r.get("model") or (f"allreduce {units.format_size(r['size_bytes'])}"
                                   if r.get("kind") == "allreduce" and "size_bytes" in r else "")
+        again = r.get("kind") == "train" and \
+            (identity.config_key(r), analysis.repeat_of(r)) in ok
         out.append(Failure(str(r.get("run_id", r.get("kind"))), str(r.get("framework") or ""),
                            str(what), str(r.get("world_size", "")), str(r.get("status")),
-                           str(r.get("error") or "no reason recorded"),
+                           str(r.get("error") or "no reason recorded") + (SUPERSEDED if again
+                                                                         else ""),
                            str(r.get("stderr_tail") or "")))
     return tuple(out)
 
