@@ -49,7 +49,7 @@ COMPONENTS = ("batch_effect", "contention", "input_wait", "straggler", "communic
 LABELS = {"batch_effect": "per-worker batch effect", "contention": "shared-host contention",
           "input_wait": "input pipeline wait", "straggler": "straggler / imbalance",
           "communication": "exposed communication"}
-NOT_SEPARABLE = "contention and per-worker batch effect (not separable)"
+NOT_SEPARABLE = "shared-host contention and per-worker batch effect together"
 BREAKDOWN_COLUMNS = [
     "model", "framework", "step_options", "precision", "device", "scaling", "batch_size",
     "global_batch", "world_size", "nodes", "launches", "launches_total", "records",
@@ -78,8 +78,10 @@ class Parts:
     nosync_images_per_sec: float  # slowest rank, no sync
     seconds_per_step: dict[str, float]  # straggler, input_wait, communication
 
-    def fractions(self) -> dict[str, float | None]:
-        return {name: getattr(self, name) for name in COMPONENTS}
+    def fractions(self) -> dict[str, float]:
+        """The parts that were measured (a batch effect that is not separable is left out)."""
+        return {name: getattr(self, name) for name in COMPONENTS
+                if getattr(self, name) is not None}
 
 
 def parts(record: dict[str, Any], one_worker_images_per_sec: float,
@@ -163,7 +165,8 @@ def _row(key: tuple, runs: analysis.Runs, used: Sequence[tuple[dict, dict]],
         "global_batch": newest["global_batch"], "params": newest.get("params"),
         "options": frameworks.step_options(newest["framework"], newest.get("options")),
         "series": identity.series_key(newest),
-        "runs": len(found), "launches": len(found), "launches_total": runs.processes,
+        "runs": len(found),  # the same as launches (its earlier name)
+        "launches": len(found), "launches_total": runs.processes,
         "records": [str(r.get("run_id", "")) for r in records],
         "ideal_images_per_sec": statistics.fmean(p.ideal for p in found),
         "baseline_images_per_sec": statistics.fmean(p.ideal for p in found) / workers,

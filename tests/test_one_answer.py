@@ -153,7 +153,8 @@ def test_case5_strong_scaling_names_the_batch_effect_not_separable_without_its_r
     assert "not separable: no one-worker run at the per-worker batch 4" in bd["batch_effect_note"]
     text = breakdown.verdict([bd])
     assert "shared-host contention (9% of ideal)" not in text
-    assert "contention and per-worker batch effect (not separable) (9% of ideal)" in text
+    assert "shared-host contention and per-worker batch effect together (9% of ideal)" in text
+    assert "ddp: not separable: no one-worker run at the per-worker batch 4." in text
 
 
 def test_case5_strong_scaling_measures_the_batch_effect_against_the_one_worker_run():
@@ -238,7 +239,9 @@ def test_case11_verdict_ranks_delivered_throughput_and_names_the_slow_baseline()
 def test_case11_report_headline_says_the_same():
     model = report.build(ray_and_ddp(), [])
     [group] = model.groups
-    assert group.headline.startswith("At 2 workers ddp delivers the most: ddp 11.5 images/s")
+    assert group.headline.startswith("At 2 workers, ranked by the throughput they deliver: "
+                                     "ddp 11.5 images/s")
+    assert "; ray 10.9 images/s (39% of ideal against the best one-worker run)" in group.headline
     assert RAY_NOTE in group.headline
     headline = markdown.render(model, {}).split("## Throughput and scaling efficiency")[1]
     assert RAY_NOTE in headline.split("\n## ")[0]

@@ -186,7 +186,7 @@ class Group:
     title: str
     labels: tuple[str, ...]  # one line per framework x precision x step options
     rows: tuple[dict, ...]  # summary rows, by workers then label
-    headline: str = ""  # group_headline: who delivers the most at the largest worker count
+    headline: str = ""  # group_headline: the lines ranked at the largest worker count
 
 
 @dataclass(frozen=True)
@@ -398,8 +398,10 @@ def group_headline(rows: Sequence[dict]) -> str:
             vs_best = "" if r["efficiency_vs_best"] is None else \
                 f" ({r['efficiency_vs_best']:.0%} of ideal against the best one-worker run)"
             return f"{series_label(r)} {r['images_per_sec']:.3g} images/s{vs_best}"
-        parts.append(f"At {workers_label(at_top[0])} workers {series_label(at_top[0])} delivers "
-                     f"the most: {'; '.join(said(r) for r in at_top)}.")
+        parts.append(f"At {plural(at_top[0]['world_size'], 'worker')}"
+                     + (f" on {at_top[0]['nodes']} nodes" if at_top[0]["nodes"] > 1 else "")
+                     + f", ranked by the throughput they deliver: "
+                     f"{'; '.join(said(r) for r in at_top)}.")
     parts += [note + "." for note in map(analysis.slow_baseline_note, at_top) if note]
     return " ".join(parts)
 
