@@ -5,10 +5,14 @@ the run's environment, its launch (`repeat` of `repeats`, `order_seed`), its per
 throughputs and (when the same results set holds the one-worker run) its efficiency against the
 same launch of that run: `efficiency` (ratio of the means), `efficiency_samples` (trial i against
 trial i, so they carry the baseline's variation) and `trial_efficiency` (each trial against the
-one-worker launch's mean, kept as rows always had it). The launches of one sweep (same commit,
-order seed and repeat count) are one point of a trend, judged on per-process values as compare
-judges them. `plot` draws one PNG per metric and marks each point that compare would call a
-regression against the previous point of the same configuration.
+one-worker launch's mean, kept as rows always had it). The launches of one sweep are one point
+of a trend, judged on per-process values as compare judges them: rows of one `sweep_id` (the
+records' own, kept by --resume); rows written before sweep ids, by commit, order seed and repeat
+count, a new sweep starting wherever a repeat index comes round again. Rows keep the records'
+warnings (skipped fp16 steps, a diverged loss) and faults (a configuration of its own, drawn as
+its own line); a point carries its rows' warnings as notes. `plot` draws one PNG per metric and
+marks each point that compare would call a regression against the previous point of the same
+configuration.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from pathlib import Path
 from scalebench import analysis, compare, frameworks, identity, stats
 from scalebench.errors import UserError
 
-# Rows that add `step_options`, `options`, `global_batch`, `tf32`, the launch fields and
-# `efficiency_samples` are still version 1: older rows without them read as single launches
-# with the framework's default options.
+# Rows that add `step_options`, `options`, `global_batch`, `tf32`, the launch fields,
+# `efficiency_samples`, `sweep_id`, `faults` and `warnings` are still version 1: older rows
+# without them read as single launches with the framework's default options, no faults and no
+# warnings, grouped into sweeps by their launch fields (sweep_groups).
 HISTORY_VERSION = 1
 METRICS = compare.METRICS
 
@@ -39,6 +44,8 @@ def _row_id(record: dict) -> str:
         del key["step_options"]
     if key["tf32"] is None:
         del key["tf32"]
+    if key["faults"] is None:
+        del key["faults"]
     basis = json.dumps([list(key.values()), record.get("timestamp"),
                         (record.get("env") or {}).get("hostname"), record.get("run_id"),
                         record.get("status"), record.get("trial_images_per_sec")],
@@ -84,11 +91,12 @@ def rows_from_records(records: list[dict], commit: str | None = None, source: st
             "global_batch": r.get("global_batch"),
             "options": frameworks.step_options(r.get("framework"), r.get("options")),
             "repeat": analysis.repeat_of(r), "repeats": r.get("repeats") or 1,
-            "order_seed": r.get("order_seed"),
+            "order_seed": r.get("order_seed"), "sweep_id": r.get("sweep_id"),
             "status": r.get("status"),
             "error": r.get("error"),
             "trial_images_per_sec": None, "images_per_sec": None,
             "trial_efficiency": None, "efficiency_samples": None, "efficiency": None,
+            "warnings": [str(w) for w in r.get("warnings") or ()],
             "env": env,
         }
         if r.get("status") == "ok":
@@ -152,6 +160,8 @@ class Point:
     commit: str | None
     samples: stats.Samples  # the launches of one sweep (one process for a single launch)
     judgement: compare.Judgement | None  # against the previous point of the same line
+    sweep_id: str | None = None
+    notes: tuple[str, ...] = ()  # its rows' warnings; a judgement's caveat
 
     @property
     def summary(self) -> stats.Summary:
@@ -176,19 +186,34 @@ def panel_key(row: dict) -> tuple:
 
 
 def line_key(row: dict) -> tuple:
-    """A line within a panel: (framework, workers, nodes), and the step options in words as a
-    fourth item when any differs from the framework's defaults."""
-    label = identity.step_label(row)
+    """A line within a panel: (framework, workers, nodes), and in words as a fourth item the
+    step options that differ from the framework's defaults and the injected faults, if any."""
+    label = ", ".join(x for x in (identity.step_label(row), identity.faults_label(row)) if x)
     return (row.get("framework"), row.get("world_size"), row.get("nodes")) + \
         ((label,) if label else ())
 
 
-def sweep_key(row: dict) -> tuple:
-    """Rows that are launches of one sweep (same commit, order seed and repeat count, K >= 2)
-    share this key; any other row is a sweep of its own."""
-    if (row.get("repeats") or 1) >= 2 and row.get("order_seed") is not None:
-        return ("sweep", row.get("commit"), row.get("order_seed"), row.get("repeats"))
-    return ("row", id(row))
+def sweep_groups(rows: Iterable[dict]) -> list[list[dict]]:
+    """The rows of one line, grouped into sweeps: one group per `sweep_id`. A row written
+    before sweep ids joins the open group of its (commit, order seed, repeat count) when it has
+    K >= 2 launches and its repeat index is not yet in that group (in time order: a sweep has
+    each launch once); else it starts a sweep of its own."""
+    groups: dict[tuple, list[dict]] = {}
+    open_group: dict[tuple, tuple] = {}
+    for row in sorted(rows, key=_when):  # stable: store order for equal times
+        if row.get("sweep_id"):
+            groups.setdefault(("id", row["sweep_id"]), []).append(row)
+            continue
+        if (row.get("repeats") or 1) < 2 or row.get("order_seed") is None:
+            groups[("row", id(row))] = [row]
+            continue
+        launch = (row.get("commit"), row.get("order_seed"), row.get("repeats"))
+        current = open_group.get(launch)
+        if current is None or any(analysis.repeat_of(r) == analysis.repeat_of(row)
+                                  for r in groups[current]):
+            current = open_group[launch] = ("launches", id(row))
+        groups.setdefault(current, []).append(row)
+    return list(groups.values())
 
 
 def _samples(rows: list[dict], metric: str) -> stats.Samples:
@@ -208,26 +233,37 @@ def trends(rows: Iterable[dict], metric: str, threshold: float = 5.0, alpha: flo
     """panel key -> line key -> points in time order, each judged against the one before."""
     fields = ("trial_images_per_sec",) if metric == "throughput" else \
         ("efficiency_samples", "trial_efficiency")
-    series: dict[tuple, dict[tuple, dict[tuple, list[dict]]]] = {}
+    series: dict[tuple, dict[tuple, list[dict]]] = {}
     for row in rows:
         if row.get("status") != "ok" or not any(row.get(f) for f in fields):
             continue
-        sweeps = series.setdefault(panel_key(row), {}).setdefault(line_key(row), {})
-        sweeps.setdefault(sweep_key(row), []).append(row)
+        series.setdefault(panel_key(row), {}).setdefault(line_key(row), []).append(row)
     out: dict[tuple, dict[tuple, list[Point]]] = {}
     for panel, lines in series.items():
-        for line, sweeps in lines.items():
+        for line, members_of_line in lines.items():
             # stable: store order for equal times
             items = sorted(((min(_when(r) for r in members), members)
-                            for members in sweeps.values()), key=lambda x: x[0])
+                            for members in sweep_groups(members_of_line)), key=lambda x: x[0])
             points: list[Point] = []
             for when, members in items:
                 samples = _samples(members, metric)
-                judged = (compare.judge(points[-1].samples, samples, threshold, alpha)
-                          if points else None)
-                points.append(Point(when, members[0].get("commit"), samples, judged))
+                notes = _warnings(members)
+                judged = None
+                if points:
+                    judged = compare.judge(points[-1].samples, samples, threshold, alpha)
+                    caveat = compare.caveat(judged, points[-1].samples, samples, "the code")
+                    notes += (caveat,) if caveat else ()
+                points.append(Point(when, members[0].get("commit"), samples, judged,
+                                    members[0].get("sweep_id"), notes))
             out.setdefault(panel, {})[line] = points
     return out
+
+
+def _warnings(rows: list[dict]) -> tuple[str, ...]:
+    """The rows' warnings, each naming its launch when the point has several."""
+    several = len(rows) > 1
+    return tuple((f"launch {analysis.repeat_of(r)}: " if several else "") + w
+                 for r in rows for w in r.get("warnings") or ())
 
 
 def regressions(tr: dict[tuple, dict[tuple, list[Point]]]) -> list[tuple[tuple, tuple, Point]]:
