@@ -156,46 +156,51 @@ def _setting_notes(key: tuple, base: RunIndex, cur: RunIndex) -> tuple[str, ...]
     return tuple(notes)
 
 
+def _sided(baseline: Sequence[str], current: Sequence[str], what: str = "") -> list[str]:
+    """Notes of the two sides, each naming its side ("baseline and current" when both say it)."""
+    out = []
+    for text in dict.fromkeys(list(baseline) + list(current)):
+        where = ("baseline and current" if text in baseline and text in current
+                 else "baseline" if text in baseline else "current")
+        out.append(f"{where}{what}: {text}")
+    return out
+
+
 def warning_notes(keys: Sequence[tuple], base: RunIndex, cur: RunIndex) -> tuple[str, ...]:
     """The runs' warnings (analysis.run_warnings: injected faults, skipped fp16 steps, a diverged
-    loss, launches that failed) of these configurations on each side, naming the side and, for
-    a one-worker baseline among them, that run."""
+    loss, launches that failed) of these configurations on each side; a one-worker baseline
+    among them is named as such."""
     notes: list[str] = []
     for key in keys:
-        what = "" if key == keys[0] else " one-worker run"
         sides = [analysis.run_warnings(side[key]) if key in side else [] for side in (base, cur)]
-        for w in dict.fromkeys(sides[0] + sides[1]):
-            where = ("baseline and current" if w in sides[0] and w in sides[1]
-                     else "baseline" if w in sides[0] else "current")
-            notes.append(f"{where}{what}: {w}")
+        notes += _sided(*sides, what="" if key == keys[0] else " one-worker run")
     return tuple(notes)
 
 
-def slow_baseline_notes(key: tuple, base: RunIndex, cur: RunIndex) -> tuple[str, ...]:
-    """For an efficiency row: on each side where the framework's own one-worker run is more
-    than SLOW_BASELINE slower than the best one-worker run of any framework (the same best as
-    analysis.summary_rows), that in words, with the efficiency against the best."""
-    notes = []
-    for label, runs in (("baseline", base), ("current", cur)):
-        side = runs.get(key)
-        one = runs.get(identity.baseline_key(side.newest_ok)) if side and side.ok else None
-        if one is None or not one.ok:
-            continue
-        best_key = identity.best_baseline_key(one.newest_ok)
-        candidates = [(r.samples().summary().mean, k) for k, r in runs.items()
-                      if r.ok and identity.best_baseline_key(r.newest_ok) == best_key]
-        best_mean, best = max(candidates, key=lambda c: c[0])
-        own = one.samples().summary().mean
-        if own >= (1 - SLOW_BASELINE) * best_mean:
-            continue
-        k = identity.key_dict(key)
-        vs_best = side.samples().summary().mean / (k["world_size"] * best_mean)
-        notes.append(
-            f"{label}: {k['framework']}'s own one-worker run ({own:.4g} images/s) is "
+def slow_baseline(key: tuple, runs: RunIndex) -> str:
+    """For an efficiency row of one side: when the framework's own one-worker run is more than
+    SLOW_BASELINE slower than the best one-worker run of any framework (the best that
+    analysis.summary_rows takes efficiency_vs_best against), that in words, with the efficiency
+    against the best; "" otherwise."""
+    side = runs.get(key)
+    one = runs.get(identity.baseline_key(side.newest_ok)) if side and side.ok else None
+    if one is None or not one.ok:
+        return ""
+    best_key = identity.best_baseline_key(one.newest_ok)
+    candidates = [(r.samples().summary().mean, k) for k, r in runs.items()
+                  if r.ok and identity.key_dict(k)["world_size"] == 1
+                  and identity.key_dict(k)["nodes"] == 1
+                  and identity.best_baseline_key(r.newest_ok) == best_key]
+    best_mean, best = max(candidates, key=lambda c: c[0])
+    own = one.samples().summary().mean
+    if own >= (1 - SLOW_BASELINE) * best_mean:
+        return ""
+    k = identity.key_dict(key)
+    vs_best = side.samples().summary().mean / (k["world_size"] * best_mean)
+    return (f"{k['framework']}'s own one-worker run ({own:.4g} images/s) is "
             f"{100 * (1 - own / best_mean):.0f}% slower than the best one "
-            f"({identity.key_dict(best)['framework']}, {best_mean:.4g}): a slow baseline "
-            f"flatters its efficiency; against the best one-worker run it is {100 * vs_best:.1f}%")
-    return tuple(notes)
+            f"({identity.key_dict(best)['framework']}, {best_mean:.4g} images/s), which flatters "
+            f"its efficiency; against the best one-worker run it is {100 * vs_best:.1f}%")
 
 
 def caveat(j: Judgement, baseline: stats.Samples, current: stats.Samples, about: str) -> str:
@@ -246,7 +251,8 @@ def compare_metric(metric: str, base: RunIndex, cur: RunIndex, threshold: float,
             (key, identity.baseline_key(cur[key].newest_ok))
         notes = warning_notes(keys, base, cur) + _setting_notes(key, base, cur)
         if metric == "efficiency":
-            notes += slow_baseline_notes(key, base, cur)
+            notes += tuple(_sided(*[[t] if t else [] for t in (slow_baseline(key, base),
+                                                               slow_baseline(key, cur))]))
         if min(b.processes, c.processes) < min_launches:
             verdicts.append(Verdict(
                 metric, key, "refused", b.summary(), c.summary(), None, "", None,

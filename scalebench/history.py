@@ -53,15 +53,28 @@ def _row_id(record: dict) -> str:
     return hashlib.sha256(basis.encode()).hexdigest()[:16]
 
 
+def _partner(record: dict, same: analysis.Runs, one: analysis.Runs) -> dict | None:
+    """The one-worker launch a counted launch pairs with, as analysis.efficiency_samples pairs
+    them (so compare and history take the same pairs): the same repeat index where the two
+    share any, else the same position in repeat order; None when it has no partner."""
+    n, base = same.by_repeat(), one.by_repeat()
+    if set(n) & set(base):
+        return base.get(analysis.repeat_of(record))
+    pairs = dict(zip((id(r) for r in same.ok), one.ok, strict=False))
+    return pairs.get(id(record))
+
+
 def _efficiency(record: dict, runs: compare.RunIndex) -> dict:
-    """A counted launch's efficiency fields against the same launch of its one-worker run
-    (the newest one-worker launch when that one has no ok record); {} when there is none."""
+    """A counted launch's efficiency fields against the launch of its one-worker run it pairs
+    with (_partner); {} when there is none."""
     key = identity.config_key(record)
     same, one = runs.get(key), runs.get(identity.baseline_key(record))
     if record["world_size"] == 1 or same is None or not any(r is record for r in same.ok) \
             or one is None or not one.ok:
         return {}
-    base = one.by_repeat().get(analysis.repeat_of(record), one.newest_ok)
+    base = _partner(record, same, one)
+    if base is None:
+        return {}
     trials, base_trials = record["trial_images_per_sec"], base["trial_images_per_sec"]
     paired = stats.paired_efficiency([(trials, base_trials)], record["world_size"])
     base_mean = stats.summarize(base_trials).mean
@@ -161,7 +174,13 @@ class Point:
     samples: stats.Samples  # the launches of one sweep (one process for a single launch)
     judgement: compare.Judgement | None  # against the previous point of the same line
     sweep_id: str | None = None
-    notes: tuple[str, ...] = ()  # its rows' warnings; a judgement's caveat
+    warnings: tuple[str, ...] = ()  # its rows' warnings (skipped fp16 steps, faults, ...)
+    caveat: str = ""  # a judged change from one launch on either side holds within them only
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What a verdict on this point must say besides the change."""
+        return (self.caveat,) * bool(self.caveat) + self.warnings
 
     @property
     def summary(self) -> stats.Summary:
@@ -247,14 +266,12 @@ def trends(rows: Iterable[dict], metric: str, threshold: float = 5.0, alpha: flo
             points: list[Point] = []
             for when, members in items:
                 samples = _samples(members, metric)
-                notes = _warnings(members)
-                judged = None
+                judged, caveat = None, ""
                 if points:
                     judged = compare.judge(points[-1].samples, samples, threshold, alpha)
                     caveat = compare.caveat(judged, points[-1].samples, samples, "the code")
-                    notes += (caveat,) if caveat else ()
                 points.append(Point(when, members[0].get("commit"), samples, judged,
-                                    members[0].get("sweep_id"), notes))
+                                    members[0].get("sweep_id"), _warnings(members), caveat))
             out.setdefault(panel, {})[line] = points
     return out
 
@@ -269,6 +286,13 @@ def _warnings(rows: list[dict]) -> tuple[str, ...]:
 def regressions(tr: dict[tuple, dict[tuple, list[Point]]]) -> list[tuple[tuple, tuple, Point]]:
     return [(panel, line, p) for panel, lines in tr.items() for line, points in lines.items()
             for p in points if p.judgement is not None and p.judgement.verdict == "regression"]
+
+
+def warned(tr: dict[tuple, dict[tuple, list[Point]]]) -> list[tuple[tuple, tuple, Point]]:
+    """Points whose rows carry warnings and that are not regressions (those say it already)."""
+    return [(panel, line, p) for panel, lines in tr.items() for line, points in lines.items()
+            for p in points if p.warnings
+            and (p.judgement is None or p.judgement.verdict != "regression")]
 
 
 def panel_title(panel: tuple) -> str:
@@ -333,13 +357,15 @@ def plot_metric(tr: dict[tuple, dict[tuple, list[Point]]], metric: str, path: Pa
 def plot(rows: list[dict], out_dir: Path, threshold: float = 5.0, alpha: float = 0.05
          ) -> tuple[list[Path], list[tuple[str, tuple, tuple, Point]]]:
     """history-throughput.png and history-efficiency.png (where there is data), and every point
-    judged a regression against the previous one, as (metric, panel, line, point)."""
+    judged a regression against the previous one, then every other point with warnings, as
+    (metric, panel, line, point)."""
     compare.check_settings(threshold, alpha)
-    written, found = [], []
+    written, found, noted = [], [], []
     for metric in METRICS:
         tr = trends(rows, metric, threshold, alpha)
         path = plot_metric(tr, metric, out_dir / f"history-{metric}.png")
         if path is not None:
             written.append(path)
         found += [(metric, panel, line, p) for panel, line, p in regressions(tr)]
-    return written, found
+        noted += [(metric, panel, line, p) for panel, line, p in warned(tr)]
+    return written, found + noted
