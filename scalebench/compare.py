@@ -466,7 +466,10 @@ def render_markdown(c: Comparison) -> str:
              f"is worse by more than {c.threshold:g}% *and* significant (Mann-Whitney U at alpha "
              f"{c.alpha:g} where the sample counts allow it, else non-overlapping "
              f"{stats.intervals_test(c.alpha)}), on per-process means where both sides have two "
-             "or more launches of a configuration, else on trials.",
+             "or more launches of a configuration, else on trials. A run ok in the baseline that "
+             "failed or timed out in the current set fails the gate too"
+             + (f", and so does a configuration with fewer than {c.min_launches} launches on "
+                "either side" if c.min_launches > 1 else "") + ".",
              ""]
     if c.env_warnings:
         lines += ["> **Warning: the environments differ**; changes may come from the environment:",
