@@ -174,13 +174,13 @@ class Point:
     samples: stats.Samples  # the launches of one sweep (one process for a single launch)
     judgement: compare.Judgement | None  # against the previous point of the same line
     sweep_id: str | None = None
-    warnings: tuple[str, ...] = ()  # its rows' warnings (skipped fp16 steps, faults, ...)
+    warnings: tuple[str, ...] = ()  # its rows' warnings (skipped fp16 steps, a diverged loss)
     caveat: str = ""  # a judged change from one launch on either side holds within them only
 
     @property
     def notes(self) -> tuple[str, ...]:
         """What a verdict on this point must say besides the change."""
-        return (self.caveat,) * bool(self.caveat) + self.warnings
+        return ((self.caveat,) if self.caveat else ()) + self.warnings
 
     @property
     def summary(self) -> stats.Summary:

@@ -60,8 +60,8 @@ def faults_text(record: Mapping[str, Any]) -> str | None:
 
 
 def faults_label(record: Mapping[str, Any]) -> str:
-    """The injected faults in words, e.g. "faults: step delay 0.3 s on rank 1, input delay
-    0.2 s" ("" for a clean run)."""
+    """The injected faults in words, e.g. "faults: input delay 0.2 s, step delay 0.3 s on rank
+    1" ("" for a clean run)."""
     text = faults_text(record)
     if text is None:
         return ""

@@ -46,7 +46,7 @@ OPTIONAL_LAUNCH_FIELDS: dict[str, tuple[type, ...]] = {
     "group_id": (str,),
     "group_position": (int,),
     "group_size": (int,),
-    "sweep_id": (str,),  # one sweep (one `scalebench sweep`, kept by --resume): executor
+    "sweep_id": (str,),  # the sweep that wrote it (executor.execute; --resume keeps it)
 }
 
 
