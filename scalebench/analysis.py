@@ -221,10 +221,12 @@ def precision_label(records: Sequence[dict]) -> str:
 
 
 def run_warnings(runs: Runs) -> list[str]:
-    """Warnings of the ok launches (e.g. skipped fp16 steps, a diverged loss) and launches that
-    failed, each naming its launch when there are several."""
+    """The injected faults, warnings of the ok launches (e.g. skipped fp16 steps, a diverged
+    loss) and launches that failed, each naming its launch when there are several."""
     several = runs.planned > 1
-    out = []
+    faults = identity.faults_label(runs.newest_ok or runs.last)
+    out = [f"injected {faults} (a fault test, not a measurement of the framework)"] \
+        if faults else []
     for r in runs.ok:
         prefix = f"launch {repeat_of(r)}: " if several else ""
         out += [prefix + str(w) for w in r.get("warnings") or ()]
@@ -250,6 +252,7 @@ def _row(runs: Runs, samples: stats.Samples) -> dict:
         "options": frameworks.step_options(r["framework"], r.get("options")),
         "step_label": identity.step_label(r),
         "step_options": identity.step_label(r),
+        "faults": identity.faults_text(r),
         "processes": runs.processes, "processes_planned": runs.planned,
         "launches_text": runs.launches_text,
         "trials_total": len(samples.trials), "samples_basis": samples.basis,

@@ -12,6 +12,15 @@ the same launch of the same side's efficiency baseline, and trial i with trial i
 (analysis.efficiency_samples), so they carry the baseline's uncertainty. The baseline is
 identity.baseline_key: the one-worker run of the same framework and options with the same
 per-worker batch under weak scaling, the same global batch under strong scaling.
+
+Besides regressions, the gate fails (exit 1) on a configuration that was ok in the baseline and
+whose current run failed or timed out (verdict `failed`, the reason quoted; `allow_missing`
+makes it `missing`, a note, as a skipped run always is), and with `min_launches` K >= 2 on a
+configuration either side launched fewer than K times (verdict `refused`: not judged). Notes
+carry what a reader must not miss: the runs' warnings (skipped fp16 steps, injected faults),
+that a verdict from one launch on either side holds within those processes only, and when a
+framework's own one-worker baseline is much slower than the best one (which flatters its
+efficiency).
 """
 
 from __future__ import annotations
@@ -29,7 +38,11 @@ from scalebench.errors import UserError
 # `step`: the step rules (e.g. the one-worker step unwrapped); `math`: the fp32 math measured.
 SETTING_FIELDS = ("warmup", "iters", "threads_per_worker", "aux_logits", "options", "step", "math")
 METRICS = ("throughput", "efficiency")
-VERDICTS = ("regression", "improvement", "unchanged", "new", "missing")
+VERDICTS = ("regression", "failed", "refused", "improvement", "unchanged", "new", "missing")
+GATING = ("regression", "failed", "refused")  # verdicts that fail the gate (exit 1)
+BROKEN = ("failed", "timeout")  # statuses that are a failure; "skipped" is not
+# A framework's own one-worker run this much slower than the best one flatters its efficiency.
+SLOW_BASELINE = 0.10
 RunIndex = dict[tuple, analysis.Runs]  # configuration key -> its runs
 
 
@@ -38,20 +51,30 @@ def index_runs(records: Iterable[dict]) -> RunIndex:
     return analysis.group_runs(records)
 
 
-def metric_samples(metric: str, key: tuple, runs: RunIndex) -> tuple[stats.Samples | None, str]:
-    """(samples, reason when there are none) for one configuration on one side."""
+def _not_ok(what: str, side: analysis.Runs) -> tuple[None, str, bool]:
+    r = side.last
+    return (None, f"{what} {r['status']}: {r.get('error') or 'no reason recorded'}",
+            r["status"] in BROKEN)
+
+
+def metric_samples(metric: str, key: tuple, runs: RunIndex
+                   ) -> tuple[stats.Samples | None, str, bool]:
+    """(samples, reason when there are none, whether that reason is a run that failed or timed
+    out) for one configuration on one side."""
     side = runs.get(key)
     if side is None:
-        return None, "not in this results set"
+        return None, "not in this results set", False
     if not side.ok:
-        r = side.last
-        return None, f"run {r['status']}: {r.get('error') or 'no reason recorded'}"
+        return _not_ok("run", side)
     if metric == "throughput":
-        return side.samples(), ""
+        return side.samples(), "", False
     one = runs.get(identity.baseline_key(side.newest_ok))
-    if one is None or not one.ok:
-        return None, "no ok one-worker run to take efficiency against"
-    return analysis.efficiency_samples(side, one, identity.key_dict(key)["world_size"]), ""
+    if one is None:
+        return None, "no ok one-worker run to take efficiency against", False
+    if not one.ok:
+        return _not_ok("its one-worker run", one)
+    return (analysis.efficiency_samples(side, one, identity.key_dict(key)["world_size"]), "",
+            False)
 
 
 def as_samples(values: Sequence[float] | stats.Samples) -> stats.Samples:
@@ -105,9 +128,19 @@ class Verdict:
         return identity.describe(self.key)
 
 
+def _mixed_settings(label: str, side: analysis.Runs) -> list[str]:
+    """Settings the ok launches of one side disagree on (they are pooled all the same)."""
+    out = []
+    for f in SETTING_FIELDS + ("trials",):
+        values = {repr(r.get(f)) for r in side.ok if r.get(f) != {}}
+        if len(values) > 1:
+            out.append(f"{label} launches differ in {f}: {', '.join(sorted(values))}")
+    return out
+
+
 def _setting_notes(key: tuple, base: RunIndex, cur: RunIndex) -> tuple[str, ...]:
     b, c = base[key].newest_ok, cur[key].newest_ok
-    notes = []
+    notes = _mixed_settings("baseline", base[key]) + _mixed_settings("current", cur[key])
     for f in SETTING_FIELDS:
         # an empty step or math dict says no more than a record written before the field
         old, new = b.get(f) if b.get(f) != {} else None, c.get(f) if c.get(f) != {} else None
@@ -121,6 +154,61 @@ def _setting_notes(key: tuple, base: RunIndex, cur: RunIndex) -> tuple[str, ...]
         if side.launches_text:
             notes.append(f"{label}: {side.launches_text}")
     return tuple(notes)
+
+
+def _sided(baseline: Sequence[str], current: Sequence[str], what: str = "") -> list[str]:
+    """Notes of the two sides, each naming its side ("baseline and current" when both say it)."""
+    out = []
+    for text in dict.fromkeys(list(baseline) + list(current)):
+        where = ("baseline and current" if text in baseline and text in current
+                 else "baseline" if text in baseline else "current")
+        out.append(f"{where}{what}: {text}")
+    return out
+
+
+def warning_notes(keys: Sequence[tuple], base: RunIndex, cur: RunIndex) -> tuple[str, ...]:
+    """The runs' warnings (analysis.run_warnings: injected faults, skipped fp16 steps, a diverged
+    loss, launches that failed) of these configurations on each side; a one-worker baseline
+    among them is named as such."""
+    notes: list[str] = []
+    for key in keys:
+        sides = [analysis.run_warnings(side[key]) if key in side else [] for side in (base, cur)]
+        notes += _sided(*sides, what="" if key == keys[0] else " one-worker run")
+    return tuple(notes)
+
+
+def slow_baseline(key: tuple, runs: RunIndex) -> str:
+    """For an efficiency row of one side: when the framework's own one-worker run is more than
+    SLOW_BASELINE slower than the best one-worker run of any framework (the best that
+    analysis.summary_rows takes efficiency_vs_best against), that in words, with the efficiency
+    against the best; "" otherwise."""
+    side = runs.get(key)
+    one = runs.get(identity.baseline_key(side.newest_ok)) if side and side.ok else None
+    if one is None or not one.ok:
+        return ""
+    best_key = identity.best_baseline_key(one.newest_ok)
+    candidates = [(r.samples().summary().mean, k) for k, r in runs.items()
+                  if r.ok and identity.key_dict(k)["world_size"] == 1
+                  and identity.key_dict(k)["nodes"] == 1
+                  and identity.best_baseline_key(r.newest_ok) == best_key]
+    best_mean, best = max(candidates, key=lambda c: c[0])
+    own = one.samples().summary().mean
+    if own >= (1 - SLOW_BASELINE) * best_mean:
+        return ""
+    k = identity.key_dict(key)
+    vs_best = side.samples().summary().mean / (k["world_size"] * best_mean)
+    return (f"{k['framework']}'s own one-worker run ({own:.4g} images/s) is "
+            f"{100 * (1 - own / best_mean):.0f}% slower than the best one "
+            f"({identity.key_dict(best)['framework']}, {best_mean:.4g} images/s), which flatters "
+            f"its efficiency; against the best one-worker run it is {100 * vs_best:.1f}%")
+
+
+def caveat(j: Judgement, baseline: stats.Samples, current: stats.Samples, about: str) -> str:
+    """For a change judged significant from one launch on either side: that it holds within
+    those processes only (stats.within_processes_text); "" otherwise."""
+    if j.verdict not in ("regression", "improvement"):
+        return ""
+    return stats.within_processes_text(baseline, current, about)
 
 
 def baseline_moved(key: tuple, base: RunIndex, cur: RunIndex, threshold: float, alpha: float
@@ -140,14 +228,14 @@ def baseline_moved(key: tuple, base: RunIndex, cur: RunIndex, threshold: float, 
             "efficiency changed because its baseline did")
 
 
-def compare_metric(metric: str, base: RunIndex, cur: RunIndex, threshold: float, alpha: float
-                   ) -> list[Verdict]:
+def compare_metric(metric: str, base: RunIndex, cur: RunIndex, threshold: float, alpha: float,
+                   allow_missing: bool = False, min_launches: int = 1) -> list[Verdict]:
     verdicts = []
     for key in sorted(set(base) | set(cur), key=lambda k: tuple(str(v) for v in k)):
         if metric == "efficiency" and identity.key_dict(key)["world_size"] == 1:
             continue  # a one-worker run is its own reference: efficiency 1 by definition
-        b, b_why = metric_samples(metric, key, base)
-        c, c_why = metric_samples(metric, key, cur)
+        b, b_why, _ = metric_samples(metric, key, base)
+        c, c_why, broken = metric_samples(metric, key, cur)
         if b is None and c is None:
             continue  # neither side has anything to say about this row
         if b is None:
@@ -155,11 +243,25 @@ def compare_metric(metric: str, base: RunIndex, cur: RunIndex, threshold: float,
                                     f"baseline: {b_why}; current {c.describe()}"))
             continue
         if c is None:
-            verdicts.append(Verdict(metric, key, "missing", b.summary(), None, None, "",
+            verdict = "failed" if broken and not allow_missing else "missing"
+            verdicts.append(Verdict(metric, key, verdict, b.summary(), None, None, "",
                                     None, f"current: {c_why}; baseline {b.describe()}"))
             continue
+        keys = (key,) if metric == "throughput" else \
+            (key, identity.baseline_key(cur[key].newest_ok))
+        notes = warning_notes(keys, base, cur) + _setting_notes(key, base, cur)
+        if metric == "efficiency":
+            notes += tuple(_sided(*[[t] if t else [] for t in (slow_baseline(key, base),
+                                                               slow_baseline(key, cur))]))
+        if min(b.processes, c.processes) < min_launches:
+            verdicts.append(Verdict(
+                metric, key, "refused", b.summary(), c.summary(), None, "", None,
+                f"not judged: {b.processes} vs {c.processes} launches, fewer than "
+                f"--min-launches {min_launches}", notes))
+            continue
         j = judge(b, c, threshold, alpha)
-        notes = _setting_notes(key, base, cur)
+        within = caveat(j, b, c, "the code")
+        notes = (within,) + notes if within else notes
         if metric == "efficiency" and j.verdict in ("regression", "improvement"):
             moved = baseline_moved(key, base, cur, threshold, alpha)
             notes = (moved,) + notes if moved else notes
@@ -190,6 +292,17 @@ def environment_warnings(baseline: list[dict], current: list[dict]) -> list[str]
     return warnings
 
 
+def sweep_warnings(records: Iterable[dict], label: str) -> list[str]:
+    """A side whose train records come from more than one sweep (sweep_id) pools launches of
+    different sweeps into one configuration: that, in words."""
+    ids = sorted({r["sweep_id"] for r in records
+                  if r.get("kind") == "train" and r.get("sweep_id")})
+    if len(ids) < 2:
+        return []
+    return [f"{label} holds the runs of {len(ids)} sweeps ({', '.join(ids)}); launches of one "
+            "configuration from different sweeps are pooled"]
+
+
 SEVERITY = {v: i for i, v in enumerate(VERDICTS)}
 
 
@@ -203,17 +316,24 @@ class Comparison:
     baseline_label: str = "baseline"
     current_label: str = "current"
     input_warnings: tuple[str, ...] = field(default=())
+    min_launches: int = 1
 
     @property
     def regressions(self) -> list[Verdict]:
         return [v for v in self.verdicts if v.verdict == "regression"]
+
+    @property
+    def gating(self) -> list[Verdict]:
+        """Every verdict that fails the gate: regressions, runs that failed where the baseline's
+        were ok, configurations refused for too few launches."""
+        return [v for v in self.verdicts if v.verdict in GATING]
 
     def count(self, verdict: str) -> int:
         return sum(1 for v in self.verdicts if v.verdict == verdict)
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.regressions else 0
+        return 1 if self.gating else 0
 
 
 def parse_metrics(text: str | Sequence[str]) -> tuple[str, ...]:
@@ -226,18 +346,23 @@ def parse_metrics(text: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def check_settings(threshold: float, alpha: float) -> None:
+def check_settings(threshold: float, alpha: float, min_launches: int = 1) -> None:
     if not math.isfinite(threshold) or threshold < 0:
         raise UserError(f"--threshold: must be a percentage >= 0, not {threshold:g}")
     if not 0 < alpha < 1:
         raise UserError(f"--alpha: must lie between 0 and 1, not {alpha:g}")
+    if isinstance(min_launches, bool) or not isinstance(min_launches, int) or min_launches < 1:
+        raise UserError(f"--min-launches: expected an integer >= 1, got {min_launches!r}")
 
 
 def compare(baseline: list[dict], current: list[dict], threshold: float = 5.0, alpha: float = 0.05,
             metrics: Sequence[str] = METRICS, baseline_label: str = "baseline",
-            current_label: str = "current", input_warnings: Sequence[str] = ()) -> Comparison:
-    """Verdicts for every configuration in either set, for each metric; nothing is printed."""
-    check_settings(threshold, alpha)
+            current_label: str = "current", input_warnings: Sequence[str] = (),
+            allow_missing: bool = False, min_launches: int = 1) -> Comparison:
+    """Verdicts for every configuration in either set, for each metric; nothing is printed.
+    allow_missing: a current run that failed or timed out is `missing`, not `failed`.
+    min_launches: configurations with fewer ok launches on either side are `refused`."""
+    check_settings(threshold, alpha, min_launches)
     metrics = parse_metrics(metrics)
     base, cur = index_runs(baseline), index_runs(current)
     if not base:
@@ -251,10 +376,13 @@ def compare(baseline: list[dict], current: list[dict], threshold: float = 5.0, a
             f"{'; '.join(sorted({identity.describe(k) for k in cur}))})")
     verdicts: list[Verdict] = []
     for metric in metrics:
-        verdicts += compare_metric(metric, base, cur, threshold, alpha)
+        verdicts += compare_metric(metric, base, cur, threshold, alpha, allow_missing,
+                                   min_launches)
     verdicts.sort(key=lambda v: SEVERITY[v.verdict])  # stable: key order within a verdict
+    warnings = (tuple(input_warnings) + tuple(sweep_warnings(baseline, "baseline"))
+                + tuple(sweep_warnings(current, "current")))
     return Comparison(tuple(verdicts), tuple(environment_warnings(baseline, current)), threshold,
-                      alpha, metrics, baseline_label, current_label, tuple(input_warnings))
+                      alpha, metrics, baseline_label, current_label, warnings, min_launches)
 
 
 # ---------------------------------------------------------------- rendering (separate from judging)
@@ -285,7 +413,7 @@ def _test(v: Verdict) -> str:
 
 def _cells(v: Verdict) -> list[str]:
     change = "–" if v.change_pct is None else f"{v.change_pct:+.1f}%"
-    return [v.verdict.upper() if v.verdict == "regression" else v.verdict, v.metric, v.config,
+    return [v.verdict.upper() if v.verdict in GATING else v.verdict, v.metric, v.config,
             _value(v.metric, v.baseline), _value(v.metric, v.current), change, _test(v),
             "; ".join((v.reason,) + v.notes)]
 
@@ -293,11 +421,18 @@ def _cells(v: Verdict) -> list[str]:
 HEADER = ["verdict", "metric", "configuration", "baseline", "current", "change", "test", "why"]
 
 
+GATING_WORDS = {"regression": ("regression", "regressions"),
+                "failed": ("run failed (ok in the baseline)", "runs failed (ok in the baseline)"),
+                "refused": ("row with too few launches", "rows with too few launches")}
+
+
 def summary_line(c: Comparison) -> str:
     counts = ", ".join(f"{v}: {c.count(v)}" for v in VERDICTS if c.count(v))
-    outcome = (f"FAILED: {len(c.regressions)} regression{'s' if len(c.regressions) != 1 else ''}"
-               if c.regressions else "passed: no regression")
-    return f"{outcome} ({counts}; threshold {c.threshold:g}%, alpha {c.alpha:g})"
+    failing = [f"{c.count(v)} {GATING_WORDS[v][c.count(v) != 1]}" for v in GATING if c.count(v)]
+    outcome = f"FAILED: {', '.join(failing)}" if failing else "passed: no regression"
+    settings = f"threshold {c.threshold:g}%, alpha {c.alpha:g}" + \
+        (f", min launches {c.min_launches}" if c.min_launches > 1 else "")
+    return f"{outcome} ({counts}; {settings})"
 
 
 def render_text(c: Comparison) -> str:
@@ -314,8 +449,9 @@ def render_text(c: Comparison) -> str:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=False))
                      + "  " + r[-1])
     lines.append(summary_line(c))
-    for v in c.regressions:
-        lines.append(f"  regression: {v.metric} of {v.config}: {v.change_pct:+.1f}% ({_test(v)})")
+    for v in c.gating:
+        what = f"{v.change_pct:+.1f}% ({_test(v)})" if v.verdict == "regression" else v.reason
+        lines.append(f"  {v.verdict}: {v.metric} of {v.config}: {what}")
     return "\n".join(lines)
 
 
@@ -330,7 +466,10 @@ def render_markdown(c: Comparison) -> str:
              f"is worse by more than {c.threshold:g}% *and* significant (Mann-Whitney U at alpha "
              f"{c.alpha:g} where the sample counts allow it, else non-overlapping "
              f"{stats.intervals_test(c.alpha)}), on per-process means where both sides have two "
-             "or more launches of a configuration, else on trials.",
+             "or more launches of a configuration, else on trials. A run ok in the baseline that "
+             "failed or timed out in the current set fails the gate too"
+             + (f", and so does a configuration with fewer than {c.min_launches} launches on "
+                "either side" if c.min_launches > 1 else "") + ".",
              ""]
     if c.env_warnings:
         lines += ["> **Warning: the environments differ**; changes may come from the environment:",
@@ -340,7 +479,7 @@ def render_markdown(c: Comparison) -> str:
     lines += ["| " + " | ".join(HEADER) + " |", "|---|---|---|---:|---:|---:|---|---|"]
     for v in c.verdicts:
         cells = _cells(v)
-        if v.verdict == "regression":
+        if v.verdict in GATING:
             cells[0] = f"**{cells[0]}**"
         lines.append("| " + " | ".join(_md(x) for x in cells) + " |")
     lines.append("")

@@ -21,6 +21,7 @@ from scalebench.devices import DeviceInfo
 from scalebench.frameworks.base import LaunchOutcome, Sessions
 from scalebench.launch import Job
 from scalebench.progress import Progress
+from scalebench.records import new_sweep_id
 from scalebench.tasks import group
 
 
@@ -49,7 +50,9 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
             options_for: Callable[[str], Any], *, resume: bool = False,
             fresh_file: bool = True, progress: Progress | None = None,
             launch_mode: str = "isolated") -> ExecutionOutcome:
-    """Run jobs and append their records to OUT/results.jsonl.
+    """Run jobs and append their records to OUT/results.jsonl, each stamped with this sweep's
+    `sweep_id` (a new one; with resume, the one the file's records carry, so that a resumed
+    sweep stays one sweep).
 
     resume: skip jobs whose records are already ok in the file. fresh_file: without resume, an
     existing results file is moved aside first (sweeps); False appends to it (allreduce points
@@ -63,6 +66,7 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
     outcome = ExecutionOutcome(out_dir, path)
     progress = progress or Progress(len(jobs))
     done = results.done_keys(path) if resume else set()
+    sweep_id = (results.sweep_id_of(path) if resume else None) or new_sweep_id()
     if not resume and fresh_file:
         outcome.set_aside = set_aside(path)
         if outcome.set_aside:
@@ -73,7 +77,7 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
         if adapter.available()[0]:
             env.update(adapter.environment())
     sessions = Sessions(options_for, device.device, out_dir)
-    runner = _Runner(out_dir, env, sessions, progress, outcome)
+    runner = _Runner(out_dir, env, sessions, progress, outcome, sweep_id)
     try:
         for unit in group.plan_groups(jobs, launch_mode):
             pending = []
@@ -110,13 +114,14 @@ class _Runner:
     """Launches of one execute call: alone or as a group; records appended as they come."""
 
     def __init__(self, out_dir: Path, env: dict, sessions: Sessions, progress: Progress,
-                 outcome: ExecutionOutcome):
+                 outcome: ExecutionOutcome, sweep_id: str):
         self.out_dir, self.env, self.sessions = out_dir, env, sessions
-        self.progress, self.outcome = progress, outcome
+        self.progress, self.outcome, self.sweep_id = progress, outcome, sweep_id
         self.groups = 0
 
     def emit(self, records: list[dict]) -> None:
         for record in records:
+            record["sweep_id"] = self.sweep_id
             results.append(self.outcome.results_path, record)
             self.outcome.records.append(record)
 

@@ -5,10 +5,14 @@ the run's environment, its launch (`repeat` of `repeats`, `order_seed`), its per
 throughputs and (when the same results set holds the one-worker run) its efficiency against the
 same launch of that run: `efficiency` (ratio of the means), `efficiency_samples` (trial i against
 trial i, so they carry the baseline's variation) and `trial_efficiency` (each trial against the
-one-worker launch's mean, kept as rows always had it). The launches of one sweep (same commit,
-order seed and repeat count) are one point of a trend, judged on per-process values as compare
-judges them. `plot` draws one PNG per metric and marks each point that compare would call a
-regression against the previous point of the same configuration.
+one-worker launch's mean, kept as rows always had it). The launches of one sweep are one point
+of a trend, judged on per-process values as compare judges them: rows of one `sweep_id` (the
+records' own, kept by --resume); rows written before sweep ids, by commit, order seed and repeat
+count, a new sweep starting wherever a repeat index comes round again. Rows keep the records'
+warnings (skipped fp16 steps, a diverged loss) and faults (a configuration of its own, drawn as
+its own line); a point carries its rows' warnings as notes. `plot` draws one PNG per metric and
+marks each point that compare would call a regression against the previous point of the same
+configuration.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from pathlib import Path
 from scalebench import analysis, compare, frameworks, identity, stats
 from scalebench.errors import UserError
 
-# Rows that add `step_options`, `options`, `global_batch`, `tf32`, the launch fields and
-# `efficiency_samples` are still version 1: older rows without them read as single launches
-# with the framework's default options.
+# Rows that add `step_options`, `options`, `global_batch`, `tf32`, the launch fields,
+# `efficiency_samples`, `sweep_id`, `faults` and `warnings` are still version 1: older rows
+# without them read as single launches with the framework's default options, no faults and no
+# warnings, grouped into sweeps by their launch fields (sweep_groups).
 HISTORY_VERSION = 1
 METRICS = compare.METRICS
 
@@ -39,6 +44,8 @@ def _row_id(record: dict) -> str:
         del key["step_options"]
     if key["tf32"] is None:
         del key["tf32"]
+    if key["faults"] is None:
+        del key["faults"]
     basis = json.dumps([list(key.values()), record.get("timestamp"),
                         (record.get("env") or {}).get("hostname"), record.get("run_id"),
                         record.get("status"), record.get("trial_images_per_sec")],
@@ -46,15 +53,28 @@ def _row_id(record: dict) -> str:
     return hashlib.sha256(basis.encode()).hexdigest()[:16]
 
 
+def _partner(record: dict, same: analysis.Runs, one: analysis.Runs) -> dict | None:
+    """The one-worker launch a counted launch pairs with, as analysis.efficiency_samples pairs
+    them (so compare and history take the same pairs): the same repeat index where the two
+    share any, else the same position in repeat order; None when it has no partner."""
+    n, base = same.by_repeat(), one.by_repeat()
+    if set(n) & set(base):
+        return base.get(analysis.repeat_of(record))
+    pairs = dict(zip((id(r) for r in same.ok), one.ok, strict=False))
+    return pairs.get(id(record))
+
+
 def _efficiency(record: dict, runs: compare.RunIndex) -> dict:
-    """A counted launch's efficiency fields against the same launch of its one-worker run
-    (the newest one-worker launch when that one has no ok record); {} when there is none."""
+    """A counted launch's efficiency fields against the launch of its one-worker run it pairs
+    with (_partner); {} when there is none."""
     key = identity.config_key(record)
     same, one = runs.get(key), runs.get(identity.baseline_key(record))
     if record["world_size"] == 1 or same is None or not any(r is record for r in same.ok) \
             or one is None or not one.ok:
         return {}
-    base = one.by_repeat().get(analysis.repeat_of(record), one.newest_ok)
+    base = _partner(record, same, one)
+    if base is None:
+        return {}
     trials, base_trials = record["trial_images_per_sec"], base["trial_images_per_sec"]
     paired = stats.paired_efficiency([(trials, base_trials)], record["world_size"])
     base_mean = stats.summarize(base_trials).mean
@@ -84,11 +104,12 @@ def rows_from_records(records: list[dict], commit: str | None = None, source: st
             "global_batch": r.get("global_batch"),
             "options": frameworks.step_options(r.get("framework"), r.get("options")),
             "repeat": analysis.repeat_of(r), "repeats": r.get("repeats") or 1,
-            "order_seed": r.get("order_seed"),
+            "order_seed": r.get("order_seed"), "sweep_id": r.get("sweep_id"),
             "status": r.get("status"),
             "error": r.get("error"),
             "trial_images_per_sec": None, "images_per_sec": None,
             "trial_efficiency": None, "efficiency_samples": None, "efficiency": None,
+            "warnings": [str(w) for w in r.get("warnings") or ()],
             "env": env,
         }
         if r.get("status") == "ok":
@@ -152,6 +173,14 @@ class Point:
     commit: str | None
     samples: stats.Samples  # the launches of one sweep (one process for a single launch)
     judgement: compare.Judgement | None  # against the previous point of the same line
+    sweep_id: str | None = None
+    warnings: tuple[str, ...] = ()  # its rows' warnings (skipped fp16 steps, a diverged loss)
+    caveat: str = ""  # a judged change from one launch on either side holds within them only
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What a verdict on this point must say besides the change."""
+        return ((self.caveat,) if self.caveat else ()) + self.warnings
 
     @property
     def summary(self) -> stats.Summary:
@@ -176,19 +205,34 @@ def panel_key(row: dict) -> tuple:
 
 
 def line_key(row: dict) -> tuple:
-    """A line within a panel: (framework, workers, nodes), and the step options in words as a
-    fourth item when any differs from the framework's defaults."""
-    label = identity.step_label(row)
+    """A line within a panel: (framework, workers, nodes), and in words as a fourth item the
+    step options that differ from the framework's defaults and the injected faults, if any."""
+    label = ", ".join(x for x in (identity.step_label(row), identity.faults_label(row)) if x)
     return (row.get("framework"), row.get("world_size"), row.get("nodes")) + \
         ((label,) if label else ())
 
 
-def sweep_key(row: dict) -> tuple:
-    """Rows that are launches of one sweep (same commit, order seed and repeat count, K >= 2)
-    share this key; any other row is a sweep of its own."""
-    if (row.get("repeats") or 1) >= 2 and row.get("order_seed") is not None:
-        return ("sweep", row.get("commit"), row.get("order_seed"), row.get("repeats"))
-    return ("row", id(row))
+def sweep_groups(rows: Iterable[dict]) -> list[list[dict]]:
+    """The rows of one line, grouped into sweeps: one group per `sweep_id`. A row written
+    before sweep ids joins the open group of its (commit, order seed, repeat count) when it has
+    K >= 2 launches and its repeat index is not yet in that group (in time order: a sweep has
+    each launch once); else it starts a sweep of its own."""
+    groups: dict[tuple, list[dict]] = {}
+    open_group: dict[tuple, tuple] = {}
+    for row in sorted(rows, key=_when):  # stable: store order for equal times
+        if row.get("sweep_id"):
+            groups.setdefault(("id", row["sweep_id"]), []).append(row)
+            continue
+        if (row.get("repeats") or 1) < 2 or row.get("order_seed") is None:
+            groups[("row", id(row))] = [row]
+            continue
+        launch = (row.get("commit"), row.get("order_seed"), row.get("repeats"))
+        current = open_group.get(launch)
+        if current is None or any(analysis.repeat_of(r) == analysis.repeat_of(row)
+                                  for r in groups[current]):
+            current = open_group[launch] = ("launches", id(row))
+        groups.setdefault(current, []).append(row)
+    return list(groups.values())
 
 
 def _samples(rows: list[dict], metric: str) -> stats.Samples:
@@ -208,31 +252,47 @@ def trends(rows: Iterable[dict], metric: str, threshold: float = 5.0, alpha: flo
     """panel key -> line key -> points in time order, each judged against the one before."""
     fields = ("trial_images_per_sec",) if metric == "throughput" else \
         ("efficiency_samples", "trial_efficiency")
-    series: dict[tuple, dict[tuple, dict[tuple, list[dict]]]] = {}
+    series: dict[tuple, dict[tuple, list[dict]]] = {}
     for row in rows:
         if row.get("status") != "ok" or not any(row.get(f) for f in fields):
             continue
-        sweeps = series.setdefault(panel_key(row), {}).setdefault(line_key(row), {})
-        sweeps.setdefault(sweep_key(row), []).append(row)
+        series.setdefault(panel_key(row), {}).setdefault(line_key(row), []).append(row)
     out: dict[tuple, dict[tuple, list[Point]]] = {}
     for panel, lines in series.items():
-        for line, sweeps in lines.items():
+        for line, members_of_line in lines.items():
             # stable: store order for equal times
             items = sorted(((min(_when(r) for r in members), members)
-                            for members in sweeps.values()), key=lambda x: x[0])
+                            for members in sweep_groups(members_of_line)), key=lambda x: x[0])
             points: list[Point] = []
             for when, members in items:
                 samples = _samples(members, metric)
-                judged = (compare.judge(points[-1].samples, samples, threshold, alpha)
-                          if points else None)
-                points.append(Point(when, members[0].get("commit"), samples, judged))
+                judged, caveat = None, ""
+                if points:
+                    judged = compare.judge(points[-1].samples, samples, threshold, alpha)
+                    caveat = compare.caveat(judged, points[-1].samples, samples, "the code")
+                points.append(Point(when, members[0].get("commit"), samples, judged,
+                                    members[0].get("sweep_id"), _warnings(members), caveat))
             out.setdefault(panel, {})[line] = points
     return out
+
+
+def _warnings(rows: list[dict]) -> tuple[str, ...]:
+    """The rows' warnings, each naming its launch when the point has several."""
+    several = len(rows) > 1
+    return tuple((f"launch {analysis.repeat_of(r)}: " if several else "") + w
+                 for r in rows for w in r.get("warnings") or ())
 
 
 def regressions(tr: dict[tuple, dict[tuple, list[Point]]]) -> list[tuple[tuple, tuple, Point]]:
     return [(panel, line, p) for panel, lines in tr.items() for line, points in lines.items()
             for p in points if p.judgement is not None and p.judgement.verdict == "regression"]
+
+
+def warned(tr: dict[tuple, dict[tuple, list[Point]]]) -> list[tuple[tuple, tuple, Point]]:
+    """Points whose rows carry warnings and that are not regressions (those say it already)."""
+    return [(panel, line, p) for panel, lines in tr.items() for line, points in lines.items()
+            for p in points if p.warnings
+            and (p.judgement is None or p.judgement.verdict != "regression")]
 
 
 def panel_title(panel: tuple) -> str:
@@ -297,13 +357,15 @@ def plot_metric(tr: dict[tuple, dict[tuple, list[Point]]], metric: str, path: Pa
 def plot(rows: list[dict], out_dir: Path, threshold: float = 5.0, alpha: float = 0.05
          ) -> tuple[list[Path], list[tuple[str, tuple, tuple, Point]]]:
     """history-throughput.png and history-efficiency.png (where there is data), and every point
-    judged a regression against the previous one, as (metric, panel, line, point)."""
+    judged a regression against the previous one, then every other point with warnings, as
+    (metric, panel, line, point)."""
     compare.check_settings(threshold, alpha)
-    written, found = [], []
+    written, found, noted = [], [], []
     for metric in METRICS:
         tr = trends(rows, metric, threshold, alpha)
         path = plot_metric(tr, metric, out_dir / f"history-{metric}.png")
         if path is not None:
             written.append(path)
         found += [(metric, panel, line, p) for panel, line, p in regressions(tr)]
-    return written, found
+        noted += [(metric, panel, line, p) for panel, line, p in warned(tr)]
+    return written, found + noted

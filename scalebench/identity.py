@@ -6,8 +6,10 @@ precision, device kind, scaling, data, the framework options that change the tim
 (frameworks.step_options: Horovod fp16 compression, fusion threshold, cycle time, timeline; DDP
 bucket size; Ray placement), and the TF32 setting when one was given (`tf32` "on" or "off";
 absent or "default" is PyTorch's default and adds nothing, so keys of older records stay as they
-were). Two records that differ only in a step option or in the TF32 setting are two rows.
-Repeats (separate launches of one configuration) share a key.
+were), and the injected faults when there are any (`faults`, e.g. a step delay on one rank: a
+test of the breakdown, never pooled with clean runs; absent or empty adds nothing). Two records
+that differ only in a step option, the TF32 setting or their faults are two rows. Repeats
+(separate launches of one configuration) share a key.
 
 Efficiency baselines: weak scaling keeps the per-worker batch, so the baseline of an N-worker run
 is the one-worker run with the same per-worker batch; strong scaling keeps the global batch, so
@@ -24,7 +26,7 @@ from scalebench import frameworks
 
 # The fields of a train configuration key, in order; "step_options" is a canonical JSON text.
 CONFIG_FIELDS = ("framework", "model", "world_size", "nodes", "batch_size", "image_size",
-                 "precision", "device_kind", "scaling", "data", "step_options", "tf32")
+                 "precision", "device_kind", "scaling", "data", "step_options", "tf32", "faults")
 # A scaling series: the configuration without what varies along it (framework, workers, nodes)
 # and with the batch that scaling holds fixed.
 SERIES_FIELDS = ("model", "scaling_batch", "image_size", "precision", "device_kind", "scaling",
@@ -46,6 +48,32 @@ def tf32_setting(record: Mapping[str, Any]) -> str | None:
     written before the setting existed."""
     value = record.get("tf32")
     return None if value in (None, "default") else str(value)
+
+
+def faults_text(record: Mapping[str, Any]) -> str | None:
+    """The record's injected faults as canonical JSON; None for a clean run (no `faults`, or
+    an empty one) and for a summary row or history row of one, which carry this text."""
+    value = record.get("faults")
+    if not value:
+        return None
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
+def faults_label(record: Mapping[str, Any]) -> str:
+    """The injected faults in words, e.g. "faults: input delay 0.2 s, step delay 0.3 s on rank
+    1" ("" for a clean run)."""
+    text = faults_text(record)
+    if text is None:
+        return ""
+    parts = []
+    for name, value in json.loads(text).items():
+        if name == "step_delay" and isinstance(value, dict):
+            parts.append(f"step delay {value.get('seconds'):g} s on rank {value.get('rank')}")
+        elif name == "input_delay_seconds":
+            parts.append(f"input delay {value:g} s")
+        else:
+            parts.append(f"{name}={value}")
+    return "faults: " + ", ".join(parts)
 
 
 def step_options(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -82,10 +110,10 @@ def scaling_batch(record: Mapping[str, Any]) -> Any:
 
 
 def _key(record: Mapping[str, Any], fields: Sequence[str], **derived: Any) -> tuple:
-    """The values of `fields`, with the device kind, the TF32 setting and `derived` worked out
-    rather than read (older records lack them)."""
+    """The values of `fields`, with the device kind, the TF32 setting, the faults and `derived`
+    worked out rather than read (older records lack them)."""
     values = {**record, "device_kind": device_kind(record), "tf32": tf32_setting(record),
-              **derived}
+              "faults": faults_text(record), **derived}
     return tuple(values.get(f) for f in fields)
 
 
@@ -128,8 +156,8 @@ def series_key(record: Mapping[str, Any]) -> tuple:
 
 
 def line_key(record: Mapping[str, Any]) -> tuple:
-    """One line within a series: the framework and its step options."""
-    return (record.get("framework"), step_options_text(record))
+    """One line within a series: the framework, its step options and its faults."""
+    return (record.get("framework"), step_options_text(record), faults_text(record))
 
 
 def describe(key: Sequence) -> str:
@@ -137,11 +165,12 @@ def describe(key: Sequence) -> str:
     k = key_dict(key)
     nodes = f" {k['nodes']} nodes" if k["nodes"] and k["nodes"] > 1 else ""
     extra = _label(json.loads(k["step_options"] or "{}"))
+    faults = faults_label(k)
     return (f"{k['model']} {k['framework']} x{k['world_size']}{nodes} {k['precision']} "
             f"b{k['batch_size']} {k['image_size']}px {k['device_kind']} {k['scaling']}"
             + ("" if k["data"] == "synthetic" else f" {k['data']}")
             + (f" tf32 {k['tf32']}" if k["tf32"] else "")
-            + (f" [{extra}]" if extra else ""))
+            + (f" [{extra}]" if extra else "") + (f" [{faults}]" if faults else ""))
 
 
 def resume_key(record: Mapping[str, Any]) -> tuple:

@@ -8,6 +8,7 @@ copy.
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from scalebench.launch import Job
@@ -45,6 +46,7 @@ OPTIONAL_LAUNCH_FIELDS: dict[str, tuple[type, ...]] = {
     "group_id": (str,),
     "group_position": (int,),
     "group_size": (int,),
+    "sweep_id": (str,),  # the sweep that wrote it (executor.execute; --resume keeps it)
 }
 
 
@@ -87,6 +89,11 @@ def check_common(record: dict[str, Any]) -> None:
 
 def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def new_sweep_id() -> str:
+    """A sweep's own id: when it started and a random part (two sweeps in one second differ)."""
+    return f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
 
 
 def launch_fields(job: Job, env: dict) -> dict[str, Any]:

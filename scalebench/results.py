@@ -18,7 +18,7 @@ from scalebench.errors import UserError
 from scalebench.records import SCHEMA_VERSION, RecordError, check_common, check_fields, now_iso
 
 __all__ = ["SCHEMA_VERSION", "RESULTS_FILE", "RecordError", "check_fields", "now_iso", "validate",
-           "append", "load", "resolve_inputs", "done_keys", "Problem", "to_frame"]
+           "append", "load", "resolve_inputs", "done_keys", "sweep_id_of", "Problem", "to_frame"]
 
 RESULTS_FILE = "results.jsonl"
 
@@ -87,6 +87,15 @@ def load(paths: Iterable[str | os.PathLike]) -> tuple[list[dict], list[Problem]]
                     continue
                 records.append(record)
     return records, problems
+
+
+def sweep_id_of(path: Path) -> str | None:
+    """The sweep id of the newest record in this file that carries one (None: no file, or
+    records written before sweep ids)."""
+    if not path.is_file():
+        return None
+    records, _ = load([path])
+    return next((r["sweep_id"] for r in reversed(records) if r.get("sweep_id")), None)
 
 
 def done_keys(path: Path) -> set[tuple]:

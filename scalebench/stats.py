@@ -167,6 +167,17 @@ def basis_text(a: Samples, b: Samples, basis: str) -> str:
     return f"on {what}: {a.describe(basis)} vs {b.describe(basis)}"
 
 
+def within_processes_text(a: Samples, b: Samples, about: str) -> str:
+    """With one launch on either side, what a verdict on trials may claim, in words ("" with
+    two or more launches on both sides): the trials of one process share its placement, clocks
+    and allocator state, and re-launching a configuration can move it by more than they vary."""
+    if a.processes >= 2 and b.processes >= 2:
+        return ""
+    return (f"{_count(a.processes, 'launch', 'launches')} vs "
+            f"{_count(b.processes, 'launch', 'launches')}: this holds within these processes "
+            f"only; run --repeats 2 or more for a verdict about {about}")
+
+
 def efficiency_samples(throughput_n: Sequence[float], workers: int,
                        throughput_1: float | Sequence[float]) -> list[float]:
     """Efficiency samples throughput(N) / (N x throughput(1)): each against one fixed one-worker

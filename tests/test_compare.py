@@ -93,7 +93,7 @@ def test_new_missing_and_failed_runs():
     base = sweep() + [fake_record(TIGHT_1, framework="horovod")]
     cur = [sweep()[0], fake_record(world_size=2, status="failed", error="NCCL timeout"),
            fake_record(TIGHT_1, framework="ray")]
-    c = compare.compare(base, cur)
+    c = compare.compare(base, cur, allow_missing=True)  # the behaviour before failed rows
     by = {(v.metric, v.config.split()[1], v.config.split()[2]): v for v in c.verdicts}
     assert by[("throughput", "ddp", "x2")].verdict == "missing"
     assert "NCCL timeout" in by[("throughput", "ddp", "x2")].reason
@@ -288,3 +288,149 @@ def test_reference_set_against_itself_keeps_every_configuration(capsys):
     # ddp, horovod and horovod [fp16_allreduce]: throughput at 1 and 2 workers, efficiency at 2
     assert "unchanged: 9" in out
     assert out.count("[fp16_allreduce]") == 3
+
+
+# ---------------------------------------------------------------- one number, one answer
+
+def failed_two_worker(status: str = "failed", error: str = "NCCL timeout") -> list[dict]:
+    return [sweep()[0], fake_record(world_size=2, status=status, error=error)]
+
+
+def test_a_run_ok_in_the_baseline_that_failed_now_fails_the_gate(tmp_path, capsys):
+    # issue 22, case 6: a change that crashes multi-worker training must not pass the gate
+    c = compare.compare(sweep(), failed_two_worker())
+    assert verdicts(c) == {("throughput", 1): "unchanged", ("throughput", 2): "failed",
+                           ("efficiency", 2): "failed"}
+    assert c.exit_code == 1
+    assert all("current: run failed: NCCL timeout" in v.reason for v in c.gating)
+    base = write_records(tmp_path / "a.jsonl", sweep())
+    for status, error in (("failed", "NCCL timeout"), ("timeout", "timed out after 900 s")):
+        cur = write_records(tmp_path / f"{status}.jsonl", failed_two_worker(status, error))
+        code, out, _ = run_compare(capsys, base, cur)
+        assert code == 1, out
+        assert "FAILED: 2 runs failed (ok in the baseline)" in out
+        assert f"  failed: throughput of inception_v3 ddp x2 fp32 b2 75px cpu weak: current: run " \
+               f"{status}: {error}" in out
+        # --allow-missing: the behaviour before, reported but passing
+        code, out, _ = run_compare(capsys, base, cur, "--allow-missing")
+        assert code == 0 and "passed: no regression (unchanged: 1, missing: 2;" in out
+
+
+def test_a_skipped_run_stays_a_note():
+    skipped = [sweep()[0], fake_record(world_size=2, status="skipped",
+                                       error="horovod is not installed")]
+    c = compare.compare(sweep(), skipped)
+    assert verdicts(c)[("throughput", 2)] == "missing" and c.exit_code == 0
+
+
+def test_a_failed_one_worker_run_fails_the_efficiency_row_with_its_reason():
+    cur = [fake_record(status="timeout", error="timed out after 900 s"), sweep()[1]]
+    c = compare.compare(sweep(), cur, metrics="efficiency")
+    [v] = c.verdicts
+    assert v.verdict == "failed" and c.exit_code == 1
+    assert "its one-worker run timeout: timed out after 900 s" in v.reason
+
+
+def test_injected_faults_never_pool_with_clean_runs_and_are_labelled():
+    # issue 22, case 8: a record with faults.step_delay is another configuration
+    faults = {"step_delay": {"rank": 1, "seconds": 0.3}}
+    faulted = [fake_record(tuple(0.7 * v for v in TIGHT_2), world_size=2, faults=faults)]
+    c = compare.compare(sweep(), sweep() + faulted)
+    assert c.exit_code == 0 and not c.regressions
+    [new] = [v for v in c.verdicts if v.verdict == "new"]
+    assert new.config == ("inception_v3 ddp x2 fp32 b2 75px cpu weak "
+                          "[faults: step delay 0.3 s on rank 1]")
+    # both sides faulted: judged against each other, the faults said in the row
+    both = sweep(faults=faults)
+    c = compare.compare(both, both)
+    assert {v.config.endswith("[faults: step delay 0.3 s on rank 1]") for v in c.verdicts} == {True}
+    assert all("baseline and current: injected faults: step delay 0.3 s on rank 1" in n
+               for v in c.verdicts for n in v.notes[:1])
+
+
+def test_skipped_fp16_steps_travel_into_the_verdict():
+    # issue 22, case 8: 30% faster because steps were skipped is not a clean improvement
+    warning = ("3 fp16 steps in the timed windows were skipped by the gradient scaler (inf/NaN "
+               "gradients): skipped steps do no update and inflate throughput")
+    base = sweep(precision="fp16", world_sizes=(1,))
+    cur = [fake_record(tuple(1.3 * v for v in TIGHT_1), precision="fp16", warnings=[warning],
+                       scaler_skipped_steps=3)]
+    [v] = compare.compare(base, cur, metrics="throughput").verdicts
+    assert v.verdict == "improvement"
+    assert f"current: {warning}" in v.notes
+    assert warning in compare.render_text(compare.compare(base, cur, metrics="throughput"))
+
+
+def test_one_launch_per_side_says_it_holds_within_those_processes():
+    # issue 22, case 10
+    c = compare.compare(sweep(), sweep(factor=0.8), metrics="throughput")
+    assert len(c.regressions) == 2
+    for v in c.regressions:
+        assert v.notes[0] == ("1 launch vs 1 launch: this holds within these processes only; run "
+                              "--repeats 2 or more for a verdict about the code")
+    from tests.conftest import launches
+
+    three = launches([(9.9, 10.0, 10.1), (10.0, 10.1, 10.2), (9.8, 9.9, 10.0)])
+    slower = launches([(7.9, 8.0, 8.1), (8.0, 8.1, 8.2), (7.8, 7.9, 8.0)])
+    [v] = compare.compare(three, slower, metrics="throughput").verdicts
+    assert v.verdict == "regression" and not any("within these processes" in n for n in v.notes)
+
+
+def test_min_launches_refuses_rows_with_fewer_launches(tmp_path, capsys):
+    # issue 22, case 10: --min-launches K for gates that insist on launches
+    from tests.conftest import launches
+
+    c = compare.compare(sweep(), sweep(), min_launches=2)
+    assert set(verdicts(c).values()) == {"refused"} and c.exit_code == 1
+    assert all(v.reason == "not judged: 1 vs 1 launches, fewer than --min-launches 2"
+               for v in c.verdicts)
+    two = launches([(9.9, 10.0, 10.1), (10.4, 10.5, 10.6)])
+    c = compare.compare(two, two, min_launches=2)
+    assert set(verdicts(c).values()) == {"unchanged"} and c.exit_code == 0
+    base = write_records(tmp_path / "a.jsonl", sweep())
+    code, out, _ = run_compare(capsys, base, base, "--min-launches", "2")
+    assert code == 1 and "FAILED: 3 rows with too few launches" in out
+    assert "min launches 2" in out
+    for bad in ("0", "two", "1.5"):
+        code, _, err = run_compare(capsys, base, base, "--min-launches", bad)
+        assert code == 2 and len(err.strip().splitlines()) == 1
+        assert "--min-launches: expected an integer >= 1" in err
+
+
+def test_a_slow_own_baseline_is_said_to_flatter_efficiency():
+    # issue 22, case 11: a real run's numbers (ResNet-101 64 px, 2 launches each)
+    from tests.conftest import launches
+
+    def side(framework, one, two):
+        return (launches([(m - 0.1, m, m + 0.1) for m in one], framework=framework)
+                + launches([(m - 0.1, m, m + 0.1) for m in two], framework=framework,
+                           world_size=2))
+
+    records = side("ray", (10.85, 11.35), (10.75, 11.06)) + \
+        side("ddp", (13.72, 14.03), (11.00, 12.04))
+    c = compare.compare(records, records, metrics="efficiency")
+    by = {v.config.split()[1]: v for v in c.verdicts}
+    [note] = [n for n in by["ray"].notes if "flatters" in n]
+    assert note == ("baseline and current: ray's own one-worker run (11.1 images/s) is 20% slower "
+                    "than the best one (ddp, 13.88 images/s), which flatters its efficiency; "
+                    "against the best one-worker run it is 39.3%")
+    assert not any("flatters" in n for n in by["ddp"].notes)
+
+
+def test_a_side_that_mixes_sweeps_is_warned_about():
+    one = sweep(sweep_id="20260101T000000-aaaa")
+    other = sweep(sweep_id="20260102T000000-bbbb")
+    c = compare.compare(one, one[:1] + other[1:])
+    assert c.input_warnings == ("current holds the runs of 2 sweeps (20260101T000000-aaaa, "
+                                "20260102T000000-bbbb); launches of one configuration from "
+                                "different sweeps are pooled",)
+
+
+def test_launches_of_one_side_with_different_settings_are_noted():
+    from tests.conftest import launches
+
+    base = launches([(9.9, 10.0, 10.1), (9.9, 10.0, 10.1)])
+    mixed = launches([(9.9, 10.0, 10.1), (9.9, 10.0, 10.1)])
+    mixed[1]["iters"] = 5
+    [v] = compare.compare(base, mixed, metrics="throughput").verdicts
+    assert "current launches differ in iters: 1, 5" in v.notes

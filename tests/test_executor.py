@@ -223,3 +223,24 @@ def test_repeats_are_never_grouped_together(tmp_path, fakes):
     for r in records:
         groups.setdefault(r["group_id"], set()).add(r["repeat"])
     assert all(len(repeats) == 1 for repeats in groups.values())
+
+
+def test_every_record_of_a_sweep_carries_its_sweep_id_and_resume_keeps_it(tmp_path, fakes):
+    # issue 22, case 3: history's point is one sweep, so each sweep has an id of its own
+    sweep, jobs = plan()
+    run(sweep, jobs[:2], tmp_path / "a")
+    run(sweep, jobs[2:], tmp_path / "a", resume=True)
+    run(sweep, jobs, tmp_path / "b")
+    first = read_records(tmp_path / "a" / "results.jsonl")
+    second = read_records(tmp_path / "b" / "results.jsonl")
+    assert len({r["sweep_id"] for r in first}) == 1 and len(first) == 4
+    assert len({r["sweep_id"] for r in second}) == 1
+    assert first[0]["sweep_id"] != second[0]["sweep_id"]
+    # records written before sweep ids: a resumed sweep gets a new id and still loads
+    old = tmp_path / "c" / "results.jsonl"
+    old.parent.mkdir()
+    old.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "sweep_id"}) + "\n"
+                           for r in first[:2]))
+    run(sweep, jobs, tmp_path / "c", resume=True)
+    records, problems = results.load([old])
+    assert problems == [] and [bool(r.get("sweep_id")) for r in records] == [False] * 2 + [True] * 2

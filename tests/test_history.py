@@ -209,3 +209,76 @@ def test_history_efficiency_pairs_the_same_launch(tmp_path):
     (lines,) = history.trends(rows, "efficiency").values()
     [point] = lines[("ddp", 2, 1)]
     assert point.samples.process_values == pytest.approx((0.95, 0.9))
+
+
+# ---------------------------------------------------------------- one number, one answer
+
+def three_days(with_ids: bool = True) -> list[dict]:
+    """Three sweeps with --repeats 3 and the same fixed --seed: day 1 at commit A (18 images/s),
+    day 2 at commit A again, 30% slower, day 3 at commit B, as slow as day 2."""
+    from tests.conftest import launches
+
+    records = []
+    for day, commit, factor in ((1, "A", 1.0), (2, "A", 0.7), (3, "B", 0.7)):
+        means = [factor * m for m in (18.0, 18.1, 17.9)]
+        ids = {"sweep_id": f"2026010{day}T000000-{day:08x}"} if with_ids else {}
+        records += launches([(m - 0.05, m, m + 0.05) for m in means], order_seed=5, hour=day,
+                            env={"git_commit": commit}, **ids)
+    return records
+
+
+@pytest.mark.parametrize("with_ids", [True, False], ids=["sweep ids", "older records"])
+def test_each_sweep_is_its_own_point(tmp_path, capsys, with_ids):
+    # issue 22, case 3: a point is one sweep, not (commit, seed, repeats)
+    store = tmp_path / "h.jsonl"
+    history.add(store, three_days(with_ids))
+    rows, _ = history.load_store(store)
+    (lines,) = history.trends(rows, "throughput").values()
+    points = lines[("ddp", 1, 1)]
+    assert [p.commit for p in points] == ["A", "A", "B"]
+    assert [p.samples.processes for p in points] == [3, 3, 3]
+    assert [p.judgement.verdict if p.judgement else None for p in points] == [
+        None, "regression", "unchanged"]
+    assert points[1].judgement.change_pct == pytest.approx(-30.0)
+    code, out, _ = main(capsys, "history", "plot", "--store", str(store), "--out", str(tmp_path))
+    [mark] = [line for line in out.splitlines() if line.startswith("regression:")]
+    assert "(commit A" in mark and "-30.0% vs the previous point" in mark
+    assert ("sweep 20260102T000000-00000002" in mark) == with_ids
+
+
+def test_rows_keep_sweep_id_warnings_and_faults(tmp_path, capsys):
+    # issue 22, case 8: faults draw their own line, labelled; warnings reach the verdicts
+    store = tmp_path / "h.jsonl"
+    warning = "3 fp16 steps in the timed windows were skipped by the gradient scaler"
+    faults = {"step_delay": {"rank": 1, "seconds": 0.3}}
+    history.add(store, sweep_at(1) + [fake_record(TIGHT[2], world_size=2, faults=faults,
+                                                  timestamp="2026-01-01T01:00:00+0000")])
+    history.add(store, [fake_record(tuple(1.3 * v for v in TIGHT[1]), warnings=[warning],
+                                    sweep_id="s2", timestamp="2026-01-01T02:00:00+0000")])
+    rows, _ = history.load_store(store)
+    assert [r["sweep_id"] for r in rows] == [None, None, None, "s2"]
+    (lines,) = history.trends(rows, "throughput").values()
+    label = "faults: step delay 0.3 s on rank 1"
+    assert set(lines) == {("ddp", 1, 1), ("ddp", 2, 1), ("ddp", 2, 1, label)}
+    assert history.line_label(("ddp", 2, 1, label)) == f"ddp [{label}] x2"
+    faster = lines[("ddp", 1, 1)][1]
+    assert faster.judgement.verdict == "improvement" and faster.warnings == (warning,)
+    code, out, _ = main(capsys, "history", "plot", "--store", str(store), "--out", str(tmp_path))
+    [note] = [line for line in out.splitlines() if line.startswith("note:")]
+    assert "(commit abc123, sweep s2)" in note and "(improvement;" in note and warning in note
+
+
+def test_history_pairs_efficiency_launches_as_compare_does(tmp_path):
+    # a 2-worker launch whose one-worker launch failed has no efficiency (compare leaves the
+    # pair out too); it was paired with another launch's one-worker run
+    from scalebench import analysis, compare
+
+    records = repeated_sweep(1, 11, "c1", (10.0, 11.0, 9.0), (19.0, 20.9, 17.1))
+    records[2] = {**fake_record(status="failed", error="killed"), "repeat": 3, "repeats": 3}
+    rows = history.rows_from_records(records)
+    two = sorted((r for r in rows if r["world_size"] == 2), key=lambda r: r["repeat"])
+    assert [r["efficiency"] for r in two] == pytest.approx([0.95, 0.95, None])
+    runs = compare.index_runs(records)
+    keys = {r.newest_ok["world_size"]: k for k, r in runs.items() if r.ok}
+    paired = analysis.efficiency_samples(runs[keys[2]], runs[keys[1]], 2)
+    assert paired.process_values == pytest.approx([r["efficiency"] for r in two[:2]])

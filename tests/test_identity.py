@@ -250,3 +250,28 @@ def test_summary_csv_has_the_new_columns(tmp_path, capsys):
     assert (rows["1"]["samples_basis"], rows["2"]["samples_basis"]) == ("processes", "trials")
     assert rows["1"]["trials_total"] == "9" and rows["2"]["tf32"] == "default"
     assert rows["2"]["warnings"] == "fp16: GradScaler skipped 2 steps"
+
+
+# ---------------------------------------------------------------- injected faults
+
+def test_injected_faults_are_a_configuration_of_their_own():
+    # issue 22, case 8: a faulted run never pools with clean runs of the same configuration
+    from scalebench.report.labels import run_label
+
+    faults = {"step_delay": {"rank": 1, "seconds": 0.3}, "input_delay_seconds": 0.2}
+    clean = fake_record(TIGHT_2, world_size=2)
+    faulted = fake_record(TIGHT_2, world_size=2, faults=faults)
+    assert identity.config_key(clean) == identity.config_key(fake_record(world_size=2, faults={}))
+    assert identity.config_key(clean) != identity.config_key(faulted)
+    assert identity.baseline_key(faulted) == identity.config_key(fake_record(faults=faults))
+    words = "faults: input delay 0.2 s, step delay 0.3 s on rank 1"
+    assert identity.describe(identity.config_key(faulted)).endswith(f" [{words}]")
+    records = [fake_record(), fake_record(faults=faults), clean, faulted]
+    rows = analysis.summary_rows(records)
+    assert len(rows) == 4
+    assert {identity.config_key(r) for r in rows} == {identity.config_key(r) for r in records}
+    [row] = [r for r in rows if r["world_size"] == 2 and r["faults"]]
+    assert run_label(row) == f"inception_v3 ddp ({words}) x2"
+    assert row["warnings"][0] == f"injected {words} (a fault test, not a measurement of the " \
+                                 "framework)"
+    assert row["efficiency"] == pytest.approx(0.95)  # against the faulted one-worker run

@@ -200,3 +200,35 @@ def test_run_warnings_next_to_the_runs_in_both_reports(tmp_path):
         assert "inception_v3 ddp x2: launch 1: fp16: GradScaler skipped 3 of 10 timed steps" \
             in section
         assert "launch 3 failed: NCCL watchdog timeout" in section
+
+
+def test_framework_verdict_from_one_launch_each_says_it_holds_within_them():
+    # issue 22, case 10: "ddp slower, significant" from 1 process vs 1 process overclaims
+    from tests.conftest import launches
+
+    fast, slow = (10.0, 10.2, 9.8, 10.1, 9.9), (8.0, 8.2, 7.8, 8.1, 7.9)
+    one = [fake_record(fast, framework="horovod"), fake_record(slow)]
+    [entry] = [e for e in report.build(one, []).comparisons[0].entries if not e.fastest]
+    assert entry.verdict == (
+        "slower, significant (Mann-Whitney U); on trials: 5 trials (1 process) vs 5 trials "
+        "(1 process); 1 launch vs 1 launch: this holds within these processes only; run "
+        "--repeats 2 or more for a verdict about the frameworks")
+    assert "verdict about the frameworks" in markdown.render(report.build(one, []), {})
+    three = (launches([fast, fast, fast], framework="horovod")
+             + launches([slow, tuple(v + 0.1 for v in slow), tuple(v - 0.1 for v in slow)]))
+    [entry] = [e for e in report.build(three, []).comparisons[0].entries if not e.fastest]
+    assert entry.difference.significant and "within these processes" not in entry.verdict
+
+
+def test_a_faulted_run_is_labelled_and_warned_about_in_the_report(tmp_path):
+    # issue 22, case 8
+    faults = {"step_delay": {"rank": 1, "seconds": 0.3}}
+    records = [fake_record(), fake_record((19.0, 19.2, 18.8), world_size=2),
+               fake_record(faults=faults), fake_record((12.0, 12.2, 11.8), world_size=2,
+                                                       faults=faults)]
+    report.write_all(records, [], tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    headline = md.split("## Throughput and scaling efficiency")[1].split("## Figures")[0]
+    assert "ddp (faults: step delay 0.3 s on rank 1)" in headline
+    assert ("inception_v3 ddp (faults: step delay 0.3 s on rank 1) x2: injected faults: step "
+            "delay 0.3 s on rank 1 (a fault test, not a measurement of the framework)") in headline

@@ -49,6 +49,7 @@ def test_validate_rejects_bad_records():
         (lambda r: r.update(status="weird"), "status 'weird'"),
         (lambda r: r.update(trial_images_per_sec=[1.0]), "one value per trial"),
         (lambda r: r.update(schema_version=99), "schema_version 99 is not supported"),
+        (lambda r: r.update(sweep_id=7), "field 'sweep_id' has type int"),
     ]:
         bad = json.loads(json.dumps(good))
         mutate(bad)

@@ -1,6 +1,9 @@
-"""scalebench compare BASELINE CURRENT [--threshold 5] [--alpha 0.05] [--metric ...] [--markdown FILE]
+"""scalebench compare BASELINE CURRENT [--threshold 5] [--alpha 0.05] [--metric ...]
+[--allow-missing] [--min-launches K] [--markdown FILE]
 
-Exit codes: 0 nothing regressed, 1 something regressed, 2 bad input (UserError).
+Exit codes: 0 the gate passed; 1 it failed: a regression, a run that failed or timed out where
+the baseline's was ok (unless --allow-missing), or a configuration with fewer than K launches
+on either side (--min-launches K); 2 bad input (UserError).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from scalebench import compare, results
+from scalebench import compare, fields, results
 from scalebench.errors import UserError
 
 
@@ -26,6 +29,13 @@ def register(sub) -> None:
                    "have two or more launches of a configuration, else on trials (default 0.05)")
     p.add_argument("--metric", default="throughput,efficiency",
                    help="comma list: throughput,efficiency (default both)")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="a configuration ok in the baseline whose current run failed or timed out "
+                   "is reported as missing instead of failing the gate")
+    p.add_argument("--min-launches", default="1",
+                   help="refuse to judge (and fail the gate on) configurations with fewer ok "
+                   "launches than this on either side; 2 or more asks for verdicts on "
+                   "per-process means (default 1: judge on trials too)")
     p.add_argument("--markdown", help="also write the table as markdown (for a CI job summary); "
                    "it is appended to $GITHUB_STEP_SUMMARY whenever that is set")
     p.set_defaults(run=run)
@@ -43,13 +53,15 @@ def load_side(raw: str, label: str) -> tuple[list[dict], list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    compare.check_settings(args.threshold, args.alpha)
+    min_launches = fields.integer("--min-launches", args.min_launches, 1)
+    compare.check_settings(args.threshold, args.alpha, min_launches)
     metrics = compare.parse_metrics(args.metric)
     baseline, warn_b = load_side(args.baseline, "baseline")
     current, warn_c = load_side(args.current, "current")
     outcome = compare.compare(baseline, current, args.threshold, args.alpha, metrics,
                               baseline_label=args.baseline, current_label=args.current,
-                              input_warnings=warn_b + warn_c)
+                              input_warnings=warn_b + warn_c, allow_missing=args.allow_missing,
+                              min_launches=min_launches)
     print(compare.render_text(outcome))
     markdown = None
     if args.markdown or os.environ.get("GITHUB_STEP_SUMMARY"):

@@ -52,8 +52,14 @@ def run_plot(args: argparse.Namespace) -> int:
     for path in written:
         print(f"wrote {path}")
     for metric, panel, line, point in found:
-        print(f"regression: {metric} of {history.panel_title(panel)} {history.line_label(line)} "
-              f"at {point.when.isoformat()} (commit {point.commit or 'unknown'}): "
-              f"{point.judgement.change_pct:+.1f}% vs the previous point "
-              f"({point.judgement.difference.test}, {point.judgement.difference.samples})")
+        where = (f"{metric} of {history.panel_title(panel)} {history.line_label(line)} "
+                 f"at {point.when.isoformat()} (commit {point.commit or 'unknown'}"
+                 + (f", sweep {point.sweep_id}" if point.sweep_id else "") + ")")
+        j = point.judgement
+        change = "" if j is None else (f"{j.change_pct:+.1f}% vs the previous point ({j.verdict}; "
+                                       f"{j.difference.test}, {j.difference.samples})")
+        if j is not None and j.verdict == "regression":
+            print(f"regression: {where}: {'; '.join((change,) + point.notes)}")
+        else:
+            print(f"note: {where}: {'; '.join(((change,) if change else ()) + point.notes)}")
     return 0

@@ -16,8 +16,9 @@ def step_label(row: dict) -> str:
 
 
 def _with_step(label: str, row: dict) -> str:
-    step = step_label(row)
-    return f"{label} ({step})" if step else label
+    """The label with the step options and the injected faults, when there are any."""
+    extra = ", ".join(x for x in (step_label(row), identity.faults_label(row)) if x)
+    return f"{label} ({extra})" if extra else label
 
 
 def framework_label(row: dict) -> str:

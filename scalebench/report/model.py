@@ -194,6 +194,7 @@ class Compared:
     row: dict
     vs_fastest: float  # throughput / the fastest's at the same worker count
     difference: stats.Difference | None  # to the fastest; None for the fastest itself
+    caveat: str = ""  # a significant gap from one launch on either side holds within them only
 
     @property
     def fastest(self) -> bool:
@@ -205,7 +206,8 @@ class Compared:
             return "fastest"
         d = self.difference
         return (f"slower, significant ({d.test})" if d.significant
-                else f"not distinguishable ({d.test})") + f"; {d.samples}"
+                else f"not distinguishable ({d.test})") + f"; {d.samples}" + \
+            (f"; {self.caveat}" if self.caveat else "")
 
 
 @dataclass(frozen=True)
@@ -433,8 +435,11 @@ def _comparisons(groups: Sequence[Group], alpha: float) -> tuple[Comparison, ...
             for r in members:
                 difference = None if r is fastest else \
                     stats.difference_of(fastest["samples"], r["samples"], alpha)
+                caveat = stats.within_processes_text(fastest["samples"], r["samples"],
+                                                     "the frameworks") \
+                    if difference is not None and difference.significant else ""
                 entries.append(Compared(r, r["images_per_sec"] / fastest["images_per_sec"],
-                                        difference))
+                                        difference, caveat))
         if entries:
             out.append(Comparison(group, tuple(entries)))
     return tuple(out)
