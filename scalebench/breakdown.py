@@ -165,6 +165,7 @@ def _row(key: tuple, runs: analysis.Runs, used: Sequence[tuple[dict, dict]],
         "global_batch": newest["global_batch"], "params": newest.get("params"),
         "options": frameworks.step_options(newest["framework"], newest.get("options")),
         "series": identity.series_key(newest),
+        "faults": identity.faults_text(newest),
         "runs": len(found),  # the same as launches (its earlier name)
         "launches": len(found), "launches_total": runs.processes,
         "records": [str(r.get("run_id", "")) for r in records],

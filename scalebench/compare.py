@@ -41,8 +41,6 @@ METRICS = ("throughput", "efficiency")
 VERDICTS = ("regression", "failed", "refused", "improvement", "unchanged", "new", "missing")
 GATING = ("regression", "failed", "refused")  # verdicts that fail the gate (exit 1)
 BROKEN = ("failed", "timeout")  # statuses that are a failure; "skipped" is not
-# A framework's own one-worker run this much slower than the best one flatters its efficiency.
-SLOW_BASELINE = 0.10
 RunIndex = dict[tuple, analysis.Runs]  # configuration key -> its runs
 
 
@@ -179,24 +177,22 @@ def warning_notes(keys: Sequence[tuple], base: RunIndex, cur: RunIndex) -> tuple
 
 def slow_baseline(key: tuple, runs: RunIndex) -> str:
     """For an efficiency row of one side: when the framework's own one-worker run is more than
-    SLOW_BASELINE slower than the best one-worker run of any framework (the best that
+    analysis.SLOW_BASELINE slower than the best one-worker run of any framework (the best that
     analysis.summary_rows takes efficiency_vs_best against), that in words, with the efficiency
     against the best; "" otherwise."""
     side = runs.get(key)
     one = runs.get(identity.baseline_key(side.newest_ok)) if side and side.ok else None
     if one is None or not one.ok:
         return ""
-    best_key = identity.best_baseline_key(one.newest_ok)
-    candidates = [(r.samples().summary().mean, k) for k, r in runs.items()
-                  if r.ok and identity.key_dict(k)["world_size"] == 1
-                  and identity.key_dict(k)["nodes"] == 1
-                  and identity.best_baseline_key(r.newest_ok) == best_key]
-    best_mean, best = max(candidates, key=lambda c: c[0])
-    own = one.samples().summary().mean
-    if own >= (1 - SLOW_BASELINE) * best_mean:
+    best = analysis.best_one_worker({k: r for k, r in runs.items() if r.ok}).get(
+        identity.best_baseline_key(one.newest_ok))
+    if best is None:
+        return ""
+    own, best_mean = analysis.mean_throughput(one), analysis.mean_throughput(runs[best])
+    if own >= (1 - analysis.SLOW_BASELINE) * best_mean:
         return ""
     k = identity.key_dict(key)
-    vs_best = side.samples().summary().mean / (k["world_size"] * best_mean)
+    vs_best = analysis.mean_throughput(side) / (k["world_size"] * best_mean)
     return (f"{k['framework']}'s own one-worker run ({own:.4g} images/s) is "
             f"{100 * (1 - own / best_mean):.0f}% slower than the best one "
             f"({identity.key_dict(best)['framework']}, {best_mean:.4g} images/s), which flatters "

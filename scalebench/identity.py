@@ -176,12 +176,13 @@ def describe(key: Sequence) -> str:
 def resume_key(record: Mapping[str, Any]) -> tuple:
     """A planned run and the record it left share this key (kind, resolved device, every
     option as given, the repeat index where there is one, and a TF32 setting other than the
-    default)."""
+    default, and injected faults where there are any: a clean run never stands for a faulted
+    one, nor the other way round)."""
     options = json.dumps(record.get("options") or {}, sort_keys=True, default=str)
-    tf32 = tf32_setting(record)
+    tf32, faults = tf32_setting(record), faults_text(record)
     return tuple(record.get(f) for f in RESUME_FIELDS) + (
         record.get("size_bytes"), record.get("dtype"), record.get("repeat") or 1, options) + \
-        ((tf32,) if tf32 else ())
+        ((tf32,) if tf32 else ()) + ((("faults", faults),) if faults else ())
 
 
 def allreduce_point_key(record: Mapping[str, Any]) -> tuple:

@@ -275,3 +275,20 @@ def test_injected_faults_are_a_configuration_of_their_own():
     assert row["warnings"][0] == f"injected {words} (a fault test, not a measurement of the " \
                                  "framework)"
     assert row["efficiency"] == pytest.approx(0.95)  # against the faulted one-worker run
+
+
+def test_resume_never_takes_a_clean_run_for_a_faulted_one():
+    from dataclasses import replace
+
+    from scalebench.tasks import train
+    from tests.test_results import SPEC
+
+    faulted = replace(SPEC, task=replace(SPEC.task, fault_rank=1, fault_step_delay=0.3))
+    clean_record = fake_record(world_size=2)
+    faulted_record = {**clean_record, "faults": {"step_delay": {"rank": 1, "seconds": 0.3}}}
+    assert identity.resume_key(clean_record) != identity.resume_key(faulted_record)
+    assert identity.resume_key({**clean_record, "faults": {}}) == identity.resume_key(clean_record)
+    # the planned job's key carries the faults its record will carry
+    planned = identity.resume_key(train.job_record_shape(faulted))
+    assert planned != identity.resume_key(train.job_record_shape(SPEC))
+    assert planned[-1] == ("faults", identity.faults_text(faulted_record))

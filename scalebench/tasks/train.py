@@ -359,12 +359,13 @@ class TrainTask(Task):
 
 def job_record_shape(job: Job) -> dict[str, Any]:
     """The fields a job's record will carry that identify it (for resume keys)."""
+    from scalebench import measure
     from scalebench.tasks.base import spec_dict
 
     launch = job.launch
     return {"kind": job.kind, "framework": launch.framework, "world_size": launch.world_size,
             "nodes": launch.nodes, "device": launch.device, "options": launch.options_dict(),
-            "repeat": job.repeat, **spec_dict(job)}
+            "repeat": job.repeat, "faults": measure.faults(job.task), **spec_dict(job)}
 
 
 TASK = TrainTask()
