@@ -246,3 +246,22 @@ def checks_table(series: SeriesLosses) -> Table:
     return Table(("framework", "largest workers", "1-worker images/s", "no overlap",
                   "full overlap", "predicted (midpoint)", "measured", "95% CI", "model error",
                   "measured point", "link"), tuple(rows), frozenset({1, 2, 3, 4, 5, 6, 8}))
+
+
+def mfu_table(group: Group) -> Table:
+    """Each run's achieved FLOP/s per worker and MFU, with its efficiency beside it."""
+    def rate(value: float | None) -> str:
+        return DASH if not value else units.format_flops(value, "FLOP/s")
+
+    rows = []
+    for r in group.rows:
+        rows.append((series_label(r), workers_label(r), num(r["per_worker_images_per_sec"]),
+                     DASH if not r.get("flops_per_image") else
+                     units.format_flops(r["flops_per_image"]),
+                     rate(r.get("achieved_flops_per_worker")), rate(r.get("peak_flops_per_worker")),
+                     pct(r.get("mfu")), pct_interval(r.get("mfu_ci95_low"), r.get("mfu_ci95_high")),
+                     pct(r.get("mfu_datasheet")), pct(r["efficiency"])))
+    return Table(("framework", "workers", "images/s per worker", "FLOPs per image",
+                  "achieved per worker", "peak per worker (measured)", "MFU", "95% CI",
+                  "MFU vs datasheet", "efficiency"), tuple(rows),
+                 frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9}))
