@@ -11,7 +11,6 @@ import pytest
 from scalebench import analysis, cli, datasheet, flops, mfu, peak, report, units, workloads
 from scalebench.devices import DeviceInfo
 from scalebench.errors import UserError
-from scalebench.report import markdown
 from scalebench.tasks import train
 from tests.conftest import fake_record
 
