@@ -74,10 +74,9 @@ def gemm_probe(device: str, precision: str, budget: float | None = None
     dtype = getattr(torch, DTYPES[precision])
     n = START_SIZE[device]
 
-    def operands(size: int):
-        gen = torch.Generator().manual_seed(0)
-        a = torch.randn(size, size, generator=gen).to(device=device, dtype=dtype)
-        b = torch.randn(size, size, generator=gen).to(device=device, dtype=dtype)
+    def operands(size: int):  # made on the device: a GPU's are too large to make on the host
+        a = torch.randn(size, size, device=device).to(dtype)
+        b = torch.randn(size, size, device=device).to(dtype)
         return a, b, torch.empty(size, size, device=device, dtype=dtype)
 
     def once(a, b, out) -> float:
@@ -145,7 +144,10 @@ def probe(device: str, precision: str, tf32: str = "default", budget: float | No
 def measure(device: str, precision: str, tf32: str = "default") -> Peak:
     """The peak of this machine's device: on CPU here, on CUDA in a child process."""
     if device != "cuda":
-        return probe(device, precision, tf32)
+        try:
+            return probe(device, precision, tf32)
+        except (RuntimeError, ValueError) as exc:  # a dtype this CPU's torch cannot multiply
+            return Peak(None, f"probe failed: {type(exc).__name__}: {exc}"[:300])
     with tempfile.TemporaryDirectory(prefix="scalebench-peak-") as tmp:
         out = Path(tmp) / "peak.json"
         cmd = [sys.executable, "-m", "scalebench.peak", "--device", device, "--precision",
