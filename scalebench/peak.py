@@ -88,7 +88,8 @@ def gemm_probe(device: str, precision: str, budget: float | None = None
     a, b, out = operands(n)
     once(a, b, out)  # the first call also pays allocation and kernel choice
     # One resize, aimed at a GEMM of a twentieth of the budget (the cube root: time ~ n^3).
-    n = int(n * (budget / 20 / max(once(a, b, out), 1e-9)) ** (1 / 3)) // 64 * 64
+    seconds = min(once(a, b, out) for _ in range(WARMUP_GEMMS))
+    n = int(n * (budget / 20 / max(seconds, 1e-9)) ** (1 / 3)) // 64 * 64
     n = min(max(n, MIN_SIZE[device]), MAX_SIZE[device])
     if n != a.shape[0]:
         a, b, out = operands(n)
@@ -135,7 +136,7 @@ def probe(device: str, precision: str, tf32: str = "default", budget: float | No
         where = f"{name}, all cores of this node"
     sheet = datasheet.lookup(name, math) if device == "cuda" else None
     method = (f"measured: best of {repeats} {DTYPES[precision]} GEMMs of {n} x {n} x {n} "
-              f"{how} after {WARMUP_GEMMS} warm-up, {seconds:.2f} s, on {where}; once per "
+              f"{how} ({WARMUP_GEMMS} warm-up GEMMs first), {seconds:.2f} s, on {where}; once per "
               "sweep before the runs")
     return Peak(rate, method, None if sheet is None else sheet.flops,
                 None if sheet is None else sheet.source)
