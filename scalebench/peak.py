@@ -149,6 +149,12 @@ def measure(device: str, precision: str, tf32: str = "default") -> Peak:
             return probe(device, precision, tf32)
         except (RuntimeError, ValueError) as exc:  # a dtype this CPU's torch cannot multiply
             return Peak(None, f"probe failed: {type(exc).__name__}: {exc}"[:300])
+    return in_child(device, precision, tf32)
+
+
+def in_child(device: str, precision: str, tf32: str = "default") -> Peak:
+    """probe() in a child process (`python -m scalebench.peak`), its result read from a file;
+    a failure is a Peak without flops and the reason."""
     with tempfile.TemporaryDirectory(prefix="scalebench-peak-") as tmp:
         out = Path(tmp) / "peak.json"
         cmd = [sys.executable, "-m", "scalebench.peak", "--device", device, "--precision",

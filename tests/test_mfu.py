@@ -76,6 +76,14 @@ def test_cpu_probe_measures_a_positive_peak_quickly():
     assert found.datasheet_flops is None and found.datasheet_source is None  # no CPU datasheets
 
 
+def test_the_child_process_probe_returns_its_peak_through_a_file():
+    # the way CUDA peaks are measured (the sweep holds no CUDA context), here on the CPU
+    found = peak.in_child("cpu", "fp32")
+    assert found.flops > 1e8 and found.method.startswith("measured: best of ")
+    failed = peak.in_child("cpu", "int8")  # not a precision: the child exits with an error
+    assert failed.flops is None and failed.method.startswith("probe failed (exit 2)")
+
+
 def test_probe_size_follows_the_budget():
     _, small, _, _ = peak.gemm_probe("cpu", "fp32", budget=0.02)
     _, large, _, seconds = peak.gemm_probe("cpu", "fp32", budget=0.5)
