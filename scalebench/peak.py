@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -132,7 +133,8 @@ def probe(device: str, precision: str, tf32: str = "default", budget: float | No
             rate, n, repeats, seconds = gemm_probe(device, precision, budget)
         finally:
             torch.set_num_threads(saved_threads)
-        how = f"with {threads} threads"
+        # Other work on the machine slows the probe, and then MFU reads high: say how busy.
+        how = f"with {threads} threads, 1-minute load average {os.getloadavg()[0]:.1f}"
         where = f"{name}, all cores of this node"
     sheet = datasheet.lookup(name, math) if device == "cuda" else None
     method = (f"measured: best of {repeats} {DTYPES[precision]} GEMMs of {n} x {n} x {n} "

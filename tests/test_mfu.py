@@ -230,6 +230,14 @@ def test_report_shows_the_mfu_table_peaks_and_figure(tmp_path):
     assert {"flops_per_image", "mfu", "mfu_ci95_low", "peak_flops", "mfu_datasheet"} <= set(header)
 
 
+def test_an_mfu_above_the_peak_is_marked(tmp_path):
+    # a probe slowed by another load on the machine: the run beats the "peak"
+    records = [mfu_record((10.0,) * 3, peak_flops=20e9)]
+    report.write_all(records, [], tmp_path)
+    text = (tmp_path / "report.md").read_text()
+    assert "| 150.0% **above the peak** |" in text
+
+
 # ---------------------------------------------------------------- list and predict
 
 def test_list_shows_flops_per_image(capsys):
