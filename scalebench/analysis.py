@@ -26,7 +26,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from scalebench import frameworks, identity, stats
+from scalebench import frameworks, identity, mfu, stats
 
 SUMMARY_COLUMNS = [
     "model", "framework", "step_options", "world_size", "nodes", "batch_size", "global_batch",
@@ -37,6 +37,8 @@ SUMMARY_COLUMNS = [
     "efficiency", "efficiency_ci95_low", "efficiency_ci95_high",
     "efficiency_vs_best", "best_one_worker_framework", "efficiency_per_node",
     "wrapped_images_per_sec", "wrapped_ci95_low", "wrapped_ci95_high", "wrapper_overhead",
+    "flops_per_image", "achieved_flops_per_worker", "peak_flops", "peak_flops_per_worker",
+    "mfu", "mfu_ci95_low", "mfu_ci95_high", "datasheet_peak_flops", "mfu_datasheet",
     "warnings",
 ]
 TRIALS_FIELD = "trial_images_per_sec"
@@ -268,6 +270,7 @@ def _row(runs: Runs, samples: stats.Samples) -> dict:
         "wrapped_images_per_sec": None, "wrapped_ci95_low": None, "wrapped_ci95_high": None,
         "wrapper_overhead": None,
         "warnings": run_warnings(runs),
+        **mfu.row_fields(r, s.mean, s.ci_low, s.ci_high),
     }
     wrapped = runs.samples(WRAPPED_FIELD)
     if wrapped is not None:
@@ -284,8 +287,9 @@ def summary_rows(records: Sequence[dict]) -> list[dict]:
     behind the numbers (`processes`, `processes_planned`, `trials_total`, `samples_basis`,
     `samples`, `records`: the ok launches themselves), `precision_label`, `warnings`, the
     one-worker throughputs efficiency is taken against (`baseline_images_per_sec`,
-    `best_one_worker_images_per_sec`), and for DDP's one-worker runs the DDP-wrapped step's
-    throughput and `wrapper_overhead` (1 - wrapped / unwrapped)."""
+    `best_one_worker_images_per_sec`), for DDP's one-worker runs the DDP-wrapped step's
+    throughput and `wrapper_overhead` (1 - wrapped / unwrapped), and the FLOPs, peak and MFU of
+    scalebench/mfu.py (None for records without them)."""
     runs = {key: r for key, r in group_runs(records).items() if r.ok}
     samples = {key: r.samples() for key, r in runs.items()}
     summaries = {key: s.summary() for key, s in samples.items()}

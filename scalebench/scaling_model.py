@@ -7,7 +7,8 @@ gradients. Two bounds (docs/scaling-model.md):
     full overlap   step = forward + max(backward, allreduce)
 
     compute        the one-worker step time (batch / one-worker images/s); per-worker work is the
-                   same at N under weak scaling
+                   same at N under weak scaling. For a device not measured (FromFlops):
+                   batch x counted FLOPs per image / (peak FLOP/s x MFU)
     forward        compute / (1 + r), backward = compute x r / (1 + r), r = backward:forward = 2
                    (backward computes gradients for activations and for weights, about twice
                    the forward's work); the optimizer update is counted in the forward part
@@ -207,13 +208,40 @@ def model_params(model: str, params: int | None = None) -> tuple[int, str]:
     return info.param_count(aux), f"torchvision {model}{note}"
 
 
-def predict(model: str, workers: int, bandwidth: float, images_per_sec_one: float,
+@dataclass(frozen=True)
+class FromFlops:
+    """A compute term from FLOPs for a device not measured (predict --peak-flops): one step of
+    `batch` images takes batch x flops_per_image / (peak_flops x mfu) seconds."""
+
+    flops_per_image: float  # counted (scalebench/flops.py)
+    peak_flops: float  # FLOP/s of one worker's device
+    mfu: float  # the share of the peak the step reaches
+    flops_source: str = "counted"
+
+    def images_per_sec(self) -> float:
+        return self.peak_flops * self.mfu / self.flops_per_image
+
+
+def predict(model: str, workers: int, bandwidth: float, images_per_sec_one: float | None,
             batch_size: int, *, step_latency: float = DEFAULT_STEP_LATENCY,
             bucket_bytes: float = DEFAULT_BUCKET_BYTES, fp16_allreduce: bool = False,
             backward_to_forward: float = BACKWARD_TO_FORWARD, params: int | None = None,
-            measured_efficiency: float | None = None) -> dict[str, Any]:
-    """Bounds on efficiency at `workers` from one worker's throughput; nothing is run."""
+            measured_efficiency: float | None = None, from_flops: FromFlops | None = None
+            ) -> dict[str, Any]:
+    """Bounds on efficiency at `workers` from one worker's throughput, or (from_flops) from the
+    model's FLOPs, a device's peak and an MFU; nothing is run."""
     count, params_source = model_params(model, params)
+    if (images_per_sec_one is None) == (from_flops is None):
+        raise UserError("images_per_sec_one: give one worker's measured throughput "
+                        "(--images-per-sec-one) or a device's peak (--peak-flops with --mfu), "
+                        "one of the two")
+    if from_flops is not None:
+        if not 0 < from_flops.mfu <= 1:
+            raise UserError(f"mfu: expected a fraction above 0 and at most 1, e.g. 0.35, got "
+                            f"{from_flops.mfu:g}")
+        if not from_flops.peak_flops > 0:
+            raise UserError("peak_flops: must be above 0")
+        images_per_sec_one = from_flops.images_per_sec()
     checks = (("workers", workers >= 1, "an integer >= 1"),
               ("bandwidth", bandwidth > 0, "above 0"),
               ("images_per_sec_one", images_per_sec_one > 0, "above 0"),
@@ -252,7 +280,12 @@ def predict(model: str, workers: int, bandwidth: float, images_per_sec_one: floa
         "images_per_sec_no_overlap": workers * batch_size / b.step_no_overlap,
         "images_per_sec_full_overlap": workers * batch_size / b.step_full_overlap,
         "limit": b.limit,
+        "compute_source": "measured" if from_flops is None else "flops",
     }
+    if from_flops is not None:
+        out.update(flops_per_image=from_flops.flops_per_image,
+                   flops_source=from_flops.flops_source, peak_flops=from_flops.peak_flops,
+                   mfu=from_flops.mfu)
     if measured_efficiency is not None:
         verdict = judge(b, measured_efficiency)
         out.update(measured_efficiency=measured_efficiency, verdict=verdict.code,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from scalebench import devices, executor, results
+from scalebench import devices, executor, peak, results
 from scalebench.config import SweepSpec
 from scalebench.progress import Progress
 from scalebench.tasks import allreduce, train
@@ -45,10 +45,11 @@ def allreduce_jobs(sweep: SweepSpec, device: devices.DeviceInfo) -> list:
 
 
 def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcome:
-    """Plan the training runs (and with --with-allreduce the link measurements first), execute
-    them, then write summary, figures and reports."""
+    """Plan the training runs (and with --with-allreduce the link measurements first), measure
+    the device's peak FLOP/s at each precision, execute them, then write summary, figures and
+    reports."""
     device = devices.resolve(sweep.device)
-    jobs = train.plan(sweep, device)
+    jobs = peak.with_peaks(train.plan(sweep, device), device)  # before any launch
     if sweep.with_allreduce:
         jobs = allreduce_jobs(sweep, device) + jobs
     progress = progress or Progress(len(jobs), live=False if sweep.quiet else None)

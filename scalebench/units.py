@@ -1,4 +1,5 @@
-"""Unit parsers and formatters: message sizes, bandwidths, durations. One place for all of them.
+"""Unit parsers and formatters: message sizes, bandwidths, durations, FLOPs. One place for all of
+them.
 
 Sizes follow nccl-tests: bare K/M/G and KiB/MiB/GiB are powers of two, kB/MB/GB powers of ten.
 Bandwidths must say bits or bytes unambiguously: Gbit, Gbit/s, Gbps (bits), GB/s, GiB/s (bytes).
@@ -118,3 +119,29 @@ def format_bandwidth(bytes_per_sec: float) -> str:
     return f"{bytes_per_sec / 1e9:.3g} GB/s ({bytes_per_sec * 8 / 1e9:.3g} Gbit/s)"
 
 
+
+
+_FLOPS_PREFIXES = (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3))
+_FLOPS_RE = re.compile(rf"^\s*{_NUMBER}\s*([kKMGTP]?)\s*(?:FLOP/?S|FLOPS)?\s*$", re.IGNORECASE)
+FLOPS_HELP = "e.g. 989T, 312e12, 19.5TFLOPS (k/M/G/T/P are powers of ten)"
+
+
+def format_flops(value: float, unit: str = "FLOP") -> str:
+    """1.53e11 -> "153 GFLOP"; unit "FLOP/s" for rates."""
+    for prefix, scale in _FLOPS_PREFIXES:
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def parse_flops(text: str, name: str = "peak_flops") -> float:
+    """'989T' -> 9.89e14, '312e12' -> 3.12e14, '19.5 TFLOPS' -> 1.95e13 (FLOP/s)."""
+    raw = str(text)
+    match = _FLOPS_RE.match(raw)
+    if match:
+        mantissa, exponent, prefix = match.groups()
+        value = float(mantissa) * (10.0 ** int(exponent) if exponent else 1.0)
+        value *= {p.lower(): scale for p, scale in _FLOPS_PREFIXES}.get(prefix.lower(), 1.0)
+        if math.isfinite(value) and value > 0:
+            return value
+    raise UserError(f"{name}: cannot read {raw!r} as FLOP/s above 0; use {FLOPS_HELP}")

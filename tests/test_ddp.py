@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import signal
 import socket
 import subprocess
@@ -13,9 +14,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from scalebench import results
+from scalebench import flops, results
 from tests.conftest import TINY, cli_env, read_records
 from tests.test_breakdown import check_real_breakdown
+from tests.test_report_html import CHROMIUM, assert_figures_loaded, browser_check
 
 pytestmark = pytest.mark.slow
 
@@ -99,6 +101,26 @@ def test_all_models_one_and_two_workers(tmp_path):
     assert "| vgg16 | ddp | fp32 | 2 |" in (out / "report.md").read_text()
     assert "[6/6] vgg16 ddp x2 fp32: " in proc.stdout
     check_real_breakdown(records)
+    check_real_mfu(out, records, rows)
+
+
+def check_real_mfu(out: Path, records: list[dict], rows: list[dict]) -> None:
+    """FLOPs counted per model and size, one measured peak for the sweep, MFU from them, and
+    the report's table and figure (in headless Chromium where it is installed)."""
+    for r in records:
+        count = flops.for_run(r["model"], r["image_size"])
+        assert (r["flops_per_image"], r["flops_method"]) == (count.flops_per_image, count.method)
+        assert r["peak_flops"] > 0 and r["peak_method"].startswith("measured: best of ")
+        assert r["mfu"] == pytest.approx(r["per_worker_images_per_sec"] * r["flops_per_image"]
+                                         / (r["peak_flops"] / r["world_size"]))
+    assert len({r["peak_flops"] for r in records}) == 1  # measured once, before the runs
+    assert all(float(row["mfu"]) > 0 for row in rows)
+    md = (out / "report.md").read_text().split("## Distance to the compute limit (MFU)")[1]
+    assert "![mfu](mfu.png)" in md and re.search(r"\| ddp \| 2 \| [\d.]+ \| [\d.]+ GFLOP \|", md)
+    if CHROMIUM:
+        (out / "browser").mkdir()  # the probe's copy lies away from the PNG files
+        found = browser_check(out / "report.html", out / "browser")
+        assert_figures_loaded(found, ("efficiency", "throughput", "mfu", "waterfall"))
 
 
 def results_cores() -> int:

@@ -191,9 +191,10 @@ def browser_check(page: Path, tmp_path: Path) -> dict:
     return json.loads(html.unescape(match.group(1)))
 
 
-def assert_figures_loaded(found: dict) -> None:
+def assert_figures_loaded(found: dict, names: tuple[str, ...] = ("efficiency", "throughput")
+                          ) -> None:
     assert found["errors"] == []
-    assert len(found["images"]) == 2, found["images"]
+    assert [i["alt"] for i in found["images"]] == [f"{n} figure" for n in names], found["images"]
     for image in found["images"]:
         assert image["complete"] and image["width"] >= 400 and image["height"] >= 200, image
     assert found["scripts"] == 1  # the probe itself: the report runs none
@@ -231,4 +232,17 @@ def test_browser_on_a_real_sweep_report(tiny_sweep, tmp_path):
     text = page.read_text(encoding="utf-8")
     for r in read_records(tiny_sweep):
         assert html.escape(r["env"]["hostname"]) in text
+    assert_screenshot(page, tmp_path)
+
+
+@needs_chromium
+def test_browser_shows_the_mfu_table_and_figure(tmp_path):
+    from tests.test_mfu import mfu_record
+
+    records = [mfu_record((10.0,) * 3), mfu_record((16.0,) * 3, world_size=2)]
+    report.write_all(records, [], tmp_path / "report")
+    page = tmp_path / "report" / "report.html"
+    assert_figures_loaded(browser_check(page, tmp_path), ("efficiency", "throughput", "mfu"))
+    section = page.read_text(encoding="utf-8").split('id="mfu"')[1].split("<h2 ")[0]
+    assert '<td class="num">80.0%</td>' in section  # MFU at 2 workers: 24 of 30 GFLOP/s
     assert_screenshot(page, tmp_path)

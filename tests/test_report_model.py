@@ -16,7 +16,8 @@ from tests.conftest import fake_record, reference_records
 from tests.test_report_html import records_for_report
 
 ALL_TITLES = ["Throughput and scaling efficiency", "Figures", "Horovod's published points",
-              "Framework vs framework", "Where the efficiency went", "Scaling model", "Allreduce",
+              "Framework vs framework", "Distance to the compute limit (MFU)",
+              "Where the efficiency went", "Scaling model", "Allreduce",
               "Failed, timed-out and skipped runs", "Environment", "Method"]
 
 
@@ -45,6 +46,7 @@ def test_sections_stay_when_there_is_nothing_to_put_in_them(tmp_path):
     for text in (md, page):
         assert "No successful runs." in text and "No multi-worker runs: nothing to model." in text
         assert "No allreduce records among the inputs" in text and "boom" in text
+        assert "no MFU." in text
 
 
 def test_summary_rows_are_computed_once_per_write_all(tmp_path, monkeypatch):

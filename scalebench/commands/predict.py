@@ -1,4 +1,5 @@
-"""scalebench predict: bounds on scaling efficiency at N workers from one worker's throughput.
+"""scalebench predict: bounds on scaling efficiency at N workers from one worker's throughput,
+or for a device not measured from the model's counted FLOPs and the device's peak FLOP/s.
 
 Runs nothing. The model and its assumptions: docs/scaling-model.md, scalebench/scaling_model.py.
 """
@@ -8,8 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from scalebench import flops, units, workloads
 from scalebench import scaling_model as sm
-from scalebench import units, workloads
 from scalebench.errors import UserError
 
 
@@ -24,8 +25,16 @@ def register(sub) -> None:
     p.add_argument("--bandwidth", required=True,
                    help=f"per-worker link bandwidth, {units.BANDWIDTH_HELP} (bit units and "
                    "k/M/G/T are powers of ten; Ki/Mi/Gi powers of two)")
-    p.add_argument("--images-per-sec-one", required=True,
-                   help="one worker's throughput (images/s) at --batch-size")
+    p.add_argument("--images-per-sec-one",
+                   help="one worker's measured throughput (images/s) at --batch-size")
+    p.add_argument("--peak-flops",
+                   help="instead of --images-per-sec-one: the peak FLOP/s of one worker's "
+                   f"device ({units.FLOPS_HELP}); compute = batch x the model's counted FLOPs "
+                   "per image / (peak x --mfu)")
+    p.add_argument("--mfu", help="with --peak-flops: the share of the peak a training step "
+                   "reaches (a fraction, e.g. 0.35; a report's MFU column measures it)")
+    p.add_argument("--image-size", help="with --peak-flops: the input size the FLOPs are "
+                   "counted at (default: the model's native size)")
     p.add_argument("--batch-size", required=True, help="images per worker per step")
     p.add_argument("--latency", default=f"{sm.DEFAULT_STEP_LATENCY * 1e6:g}us",
                    help="latency of one ring step (a message costs 2(N-1) of them), e.g. 5us, 0 "
@@ -55,12 +64,33 @@ def _number(name: str, text: str, integer: bool = False) -> float:
     return value
 
 
+def from_flops(args: argparse.Namespace) -> sm.FromFlops | None:
+    """--peak-flops, --mfu and --image-size as the compute term from counted FLOPs."""
+    if args.peak_flops is None:
+        for name in ("mfu", "image_size"):
+            if getattr(args, name) is not None:
+                raise UserError(f"{name}: --{name.replace('_', '-')} goes with --peak-flops")
+        return None
+    if args.mfu is None:
+        raise UserError("mfu: --peak-flops needs --mfu, the share of the peak a training step "
+                        "reaches (a fraction, e.g. 0.35; a report's MFU column measures it)")
+    info = workloads.get_info(args.model)
+    size = info.native_image_size if args.image_size is None else \
+        int(_number("image_size", args.image_size, integer=True))
+    workloads.check_input(args.model, size, info.min_batch())
+    count = flops.for_run(args.model, size)
+    return sm.FromFlops(count.flops_per_image, units.parse_flops(args.peak_flops),
+                        _number("mfu", args.mfu), count.method)
+
+
 def run(args: argparse.Namespace) -> int:
     result = sm.predict(
         model=args.model,
         workers=int(_number("workers", args.workers, integer=True)),
         bandwidth=units.parse_bandwidth(args.bandwidth),
-        images_per_sec_one=_number("images_per_sec_one", args.images_per_sec_one),
+        images_per_sec_one=(None if args.images_per_sec_one is None else
+                            _number("images_per_sec_one", args.images_per_sec_one)),
+        from_flops=from_flops(args),
         batch_size=int(_number("batch_size", args.batch_size, integer=True)),
         step_latency=units.parse_duration(args.latency),
         bucket_bytes=units.parse_size(args.bucket, "bucket"),
@@ -83,6 +113,10 @@ def text_lines(r: dict) -> list[str]:
         f"{r['model']} on {r['workers']} workers over "
         f"{units.format_bandwidth(r['bandwidth_bytes_per_sec'])}, "
         f"{r['step_latency_seconds'] * 1e6:.3g} us per ring step",
+        *([] if r["compute_source"] != "flops" else [
+            f"  compute:     {units.format_flops(r['flops_per_image'])} per image (counted) at "
+            f"{r['mfu']:.0%} MFU of {units.format_flops(r['peak_flops'], 'FLOP/s')} -> "
+            f"{r['images_per_sec_one']:.4g} images/s"]),
         f"  one worker:  {r['images_per_sec_one']:g} images/s at batch {r['batch_size']} -> "
         f"{r['step_seconds_one'] * ms:.1f} ms per step (forward {r['forward_seconds'] * ms:.1f} ms, "
         f"backward {r['backward_seconds'] * ms:.1f} ms at backward = {r['backward_to_forward']:g} "

@@ -14,6 +14,7 @@ from typing import TypeVar
 from matplotlib.ticker import ScalarFormatter
 
 from scalebench.report import loss_figures, plotting
+from scalebench.report import mfu as mfu_section
 from scalebench.report.model import (
     BREAKDOWN,
     PUBLISHED_HOROVOD,
@@ -34,6 +35,9 @@ CAPTIONS = {
                   f"({PUBLISHED_SETUP}).",
     "throughput": "Images per second of all workers together, with 95% intervals; the grey "
                   "dashed line is linear scaling of the best one-worker run.",
+    "mfu": "Model FLOPs utilisation per framework and worker count: achieved FLOP/s per "
+           "worker over the measured peak one worker holds, with the throughput's 95% "
+           "intervals.",
     **loss_figures.CAPTIONS,
 }
 
@@ -108,11 +112,18 @@ def throughput_figure(model: ReportModel, path: Path) -> Path | None:
                    lambda r: (r["ci95_low"], r["ci95_high"]), ideal, published=False)
 
 
+def mfu_figure(model: ReportModel, path: Path) -> Path | None:
+    return _figure(model, path, "MFU (% of measured peak)", lambda r: _percent(r.get("mfu")),
+                   lambda r: (_percent(r.get("mfu_ci95_low")), _percent(r.get("mfu_ci95_high"))),
+                   lambda group, xs: None, published=False)
+
+
 Draw = Callable[[ReportModel, Path], Path | None]
 # name -> (the report section that shows it, how it is drawn)
 FIGURES: dict[str, tuple[str, Draw]] = {
     "efficiency": (FIGURES_SECTION, efficiency_figure),
     "throughput": (FIGURES_SECTION, throughput_figure),
+    "mfu": (mfu_section.KEY, mfu_figure),
     "waterfall": (BREAKDOWN, loss_figures.waterfall_figure),
     "bounds": (BREAKDOWN, loss_figures.bounds_figure),
 }

@@ -10,8 +10,8 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from scalebench.report import mfu, tables
 from scalebench.report import model as m
-from scalebench.report import tables
 from scalebench.report.figures import CAPTIONS, of_section
 from scalebench.report.format import interval, num, pct, pct_interval
 from scalebench.report.tables import Cell, Details, Gauge, Mark, Table
@@ -166,6 +166,18 @@ def _frameworks(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
     return "\n".join(out)
 
 
+def _mfu(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
+    empty = mfu.empty_text(model.groups)
+    if empty:
+        return paragraph(empty)
+    out = [figure_tags(of_section(figures, mfu.KEY))]
+    out += [f"<h3>{esc(g.title)}</h3>\n{table(tables.mfu_table(g))}"
+            for g in mfu.groups(model.groups)]
+    out.append("<p><b>Peaks:</b></p><ul>" + "".join(
+        f"<li>{esc(line)}</li>" for line in mfu.peak_lines(model.rows)) + "</ul>")
+    return "\n".join(out)
+
+
 def _breakdown(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
     losses = model.losses
     out = [paragraph(losses.empty_text)] if losses.empty_text else []
@@ -234,7 +246,7 @@ def _method(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
 RENDERERS: dict[str, Callable[[m.ReportModel, Mapping[str, bytes]], str]] = {
     m.INPUT_PROBLEMS: _input_problems, m.HEADLINE: _headline, m.FIGURES: _figures,
     m.PUBLISHED: _published, m.FRAMEWORKS: _frameworks, m.BREAKDOWN: _breakdown,
-    m.SCALING_MODEL: _scaling_model,
+    m.SCALING_MODEL: _scaling_model, mfu.KEY: _mfu,
     m.ALLREDUCE: _allreduce, m.PROBLEMS: _problems, m.ENVIRONMENT: _environment,
     m.METHOD: _method,
 }

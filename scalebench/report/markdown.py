@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from scalebench.report import mfu, tables
 from scalebench.report import model as m
-from scalebench.report import tables
 from scalebench.report.figures import CAPTIONS, of_section
 from scalebench.report.tables import Cell, Details, Gauge, Mark, Table
 
@@ -93,6 +93,16 @@ def _frameworks(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
     return out
 
 
+def _mfu(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    empty = mfu.empty_text(model.groups)
+    if empty:
+        return [empty, ""]
+    out = figure_lines(of_section(figures, mfu.KEY))
+    for group in mfu.groups(model.groups):
+        out += [f"### {md_text(group.title)}", "", *table(tables.mfu_table(group))]
+    return out + ["Peaks:", "", *(f"- {md_text(line)}" for line in mfu.peak_lines(model.rows)), ""]
+
+
 def _breakdown(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
     losses = model.losses
     out = [losses.empty_text, ""] if losses.empty_text else []
@@ -155,7 +165,7 @@ def _method(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
 RENDERERS: dict[str, Callable[[m.ReportModel, Mapping[str, str]], list[str]]] = {
     m.INPUT_PROBLEMS: _input_problems, m.HEADLINE: _headline, m.FIGURES: _figures,
     m.PUBLISHED: _published, m.FRAMEWORKS: _frameworks, m.BREAKDOWN: _breakdown,
-    m.SCALING_MODEL: _scaling_model,
+    m.SCALING_MODEL: _scaling_model, mfu.KEY: _mfu,
     m.ALLREDUCE: _allreduce, m.PROBLEMS: _problems, m.ENVIRONMENT: _environment,
     m.METHOD: _method,
 }

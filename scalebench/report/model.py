@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from scalebench import analysis, identity, scaling_model, stats, units
 from scalebench.report import losses as losses_model
+from scalebench.report import mfu as mfu_model
 from scalebench.report.format import pct, plural
 from scalebench.report.labels import MODEL_NAMES, group_title, run_label, series_label
 from scalebench.report.labels import framework_label as framework_label  # re-exported
@@ -99,6 +100,7 @@ def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
             "else on their trials: Mann-Whitney U (two-sided, alpha "
             f"{alpha:g}) where the sample counts let it reach significance, else non-overlapping "
             f"{stats.intervals_test(alpha)}.",)),
+        Section(mfu_model.KEY, mfu_model.TITLE, mfu_model.TEXT),
         Section(BREAKDOWN, BREAKDOWN_TITLE, BREAKDOWN_TEXT),
         Section(SCALING_MODEL, "Scaling model", (
             "Bounds on efficiency from each run's one-worker step time and a ring allreduce of "

@@ -256,3 +256,30 @@ def checks_table(series: SeriesLosses) -> Table:
     return Table(("framework", "largest workers", "1-worker images/s", "no overlap",
                   "full overlap", "predicted (midpoint)", "measured", "95% CI", "model error",
                   "measured point", "link"), tuple(rows), frozenset({1, 2, 3, 4, 5, 6, 8}))
+
+
+ABOVE_PEAK = ("more FLOP/s than the measured peak: the peak probe ran slower than the device "
+              "can (another load on the machine while it ran?); re-run on a quiet machine")
+
+
+def mfu_table(group: Group) -> Table:
+    """Each run's achieved FLOP/s per worker and MFU, with its efficiency beside it; an MFU
+    above 100% is marked (the probe, not the run, was slowed)."""
+    def amount(value: float | None, unit: str) -> str:
+        return DASH if not value else units.format_flops(value, unit)
+
+    rows = []
+    for r in group.rows:
+        value: Cell = pct(r.get("mfu"))
+        if (r.get("mfu") or 0) > 1:
+            value = (value, Mark("above the peak", "badge bad", ABOVE_PEAK))
+        rows.append((series_label(r), workers_label(r), num(r["per_worker_images_per_sec"]),
+                     amount(r.get("flops_per_image"), "FLOP"),
+                     amount(r.get("achieved_flops_per_worker"), "FLOP/s"),
+                     amount(r.get("peak_flops_per_worker"), "FLOP/s"), value,
+                     pct_interval(r.get("mfu_ci95_low"), r.get("mfu_ci95_high")),
+                     pct(r.get("mfu_datasheet")), pct(r["efficiency"])))
+    return Table(("framework", "workers", "images/s per worker", "FLOPs per image",
+                  "achieved per worker", "peak per worker (measured)", "MFU", "95% CI",
+                  "MFU vs datasheet", "efficiency"), tuple(rows),
+                 frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9}))

@@ -11,12 +11,18 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from scalebench import devices, frameworks, identity, stats, workloads
+from scalebench import devices, flops, frameworks, identity, mfu, stats, workloads
 from scalebench.comm import Comm
 from scalebench.errors import UserError
 from scalebench.frameworks.base import LaunchOutcome
 from scalebench.launch import Job, LaunchSpec
-from scalebench.records import LAUNCH_FIELDS, RecordError, check_fields, launch_fields
+from scalebench.records import (
+    LAUNCH_FIELDS,
+    RecordError,
+    check_fields,
+    check_optional,
+    launch_fields,
+)
 from scalebench.tasks.base import Task
 
 KIND = "train"
@@ -50,6 +56,15 @@ class TrainSpec:
     fault_rank: int | None = None
     fault_step_delay: float = 0.0
     fault_input_delay: float = 0.0
+    # For MFU, never used by the worker: FLOPs per image counted at plan time
+    # (scalebench/flops.py) and the device's peak measured once per sweep before the runs
+    # (scalebench/peak.py).
+    flops_per_image: float | None = None
+    flops_method: str = "not counted"
+    peak_flops: float | None = None
+    peak_method: str = "not measured"
+    datasheet_peak_flops: float | None = None
+    datasheet_peak_source: str | None = None
 
 
 # field -> allowed types, beyond records.COMMON_FIELDS and LAUNCH_FIELDS
@@ -157,6 +172,7 @@ def plan(sweep, device: devices.DeviceInfo) -> list[Job]:
                         per_worker = sweep.batch_size
                     workloads.check_input(model, image_size, per_worker)
                     aux = workloads.uses_aux_logits(model, image_size)
+                    counted, counted_how = flops.recorded(model, image_size)
                     spec = TrainSpec(
                         model=model, batch_size=per_worker, global_batch=per_worker * world,
                         image_size=image_size, aux_logits=aux, precision=precision,
@@ -168,7 +184,8 @@ def plan(sweep, device: devices.DeviceInfo) -> list[Job]:
                         breakdown_windows=breakdown_windows(sweep, world),
                         profile=sweep.profile, fault_rank=sweep.fault_rank,
                         fault_step_delay=sweep.fault_step_delay,
-                        fault_input_delay=sweep.fault_input_delay)
+                        fault_input_delay=sweep.fault_input_delay,
+                        flops_per_image=counted, flops_method=counted_how)
                     configs.append((framework, launch_spec(sweep, framework, world, device),
                                     spec))
     return interleave(configs, sweep.repeats, sweep.seed)
@@ -219,6 +236,10 @@ def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_rea
         "precision": spec.precision, "scaling": spec.scaling, "data": spec.data,
         "warmup": spec.warmup, "iters": spec.iters, "trials": spec.trials,
         "params": spec.params, "tf32": spec.tf32,
+        "flops_per_image": spec.flops_per_image, "flops_method": spec.flops_method,
+        "peak_flops": spec.peak_flops, "peak_method": spec.peak_method,
+        "datasheet_peak_flops": spec.datasheet_peak_flops,
+        "datasheet_peak_source": spec.datasheet_peak_source,
     }
     if outcome is None:
         record.update(status="skipped", error=skipped_reason)
@@ -272,6 +293,7 @@ def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_rea
         faults=result.get("faults", {}),
         phase_seconds=result.get("phase_seconds"),
     )
+    record.update(mfu.record_fields(record))
     if result.get("profile"):
         record["artifacts"] = {**record["artifacts"], "profile": result["profile"]}
     wrapped = result.get("wrapped_window_seconds")
@@ -333,6 +355,7 @@ class TrainTask(Task):
         if record.get("status") == "ok":
             fields.update(OK_FIELDS)
         check_fields(record, fields)
+        check_optional(record, mfu.RECORD_FIELDS)
         if record["status"] == "ok":
             if len(record["trial_images_per_sec"]) != record["trials"]:
                 raise RecordError("trial_images_per_sec does not have one value per trial")
@@ -380,10 +403,12 @@ def local_job(model: str, batch_size: int, image_size: int, *, precision: str = 
 
     workloads.check_input(model, image_size, batch_size)
     aux = workloads.uses_aux_logits(model, image_size)
+    counted, counted_how = flops.recorded(model, image_size)
     spec = TrainSpec(model=model, batch_size=batch_size, global_batch=batch_size,
                      image_size=image_size, aux_logits=aux, precision=precision, scaling="weak",
                      data="synthetic", warmup=warmup, iters=iters, trials=trials,
-                     loader_workers=0, params=workloads.get_info(model).param_count(aux))
+                     loader_workers=0, params=workloads.get_info(model).param_count(aux),
+                     flops_per_image=counted, flops_method=counted_how)
     launch = LaunchSpec(framework="ddp", world_size=1, nodes=1, device=device,
                         backend="gloo" if device == "cpu" else "nccl", timeout=0.0,
                         threads_per_worker=threads, options=ddp.Options())
