@@ -14,10 +14,10 @@ sweep: setup
 
 test: setup
 	@bash scripts/setup_slurm.sh
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	@bash scripts/test.sh $(PY) $(PYTEST_ARGS)
 
 test-quick: setup
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check scalebench tests benchmarks

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,38 @@ def tiny_sweep(tmp_path_factory) -> Path:
     if proc.returncode != 0:
         (out / "report-error.txt").write_text(proc.stdout + proc.stderr)
     return path
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A finished real sweep: its output folder and what it printed."""
+
+    out: Path
+    stdout: str
+    stderr: str
+    returncode: int
+
+    def records(self, kind: str | None = "train") -> list[dict]:
+        return [r for r in read_records(self.out / "results.jsonl")
+                if kind is None or r["kind"] == kind]
+
+
+@pytest.fixture(scope="session")
+def ddp_sweep(tmp_path_factory) -> Sweep:
+    """One real DDP sweep shared by every test that only reads what it wrote: the three models
+    at 1 and 2 workers (TINY settings, the default grouped launch: one torchrun per worker
+    count) with --with-allreduce, so that its report also has the link share and the
+    extrapolation check."""
+    import subprocess
+
+    out = tmp_path_factory.mktemp("ddp-sweep") / "sweep"
+    cmd = [sys.executable, "-m", "scalebench", "sweep", "--frameworks", "ddp", "--out", str(out),
+           "--quiet", "--models", "resnet101,inception_v3,vgg16", "--workers", "1,2",
+           "--with-allreduce"]
+    for key, value in TINY.items():
+        cmd += [f"--{key.replace('_', '-')}", str(value)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=cli_env())
+    return Sweep(out, proc.stdout, proc.stderr, proc.returncode)
 
 
 def variant(records: list[dict], factor: float = 1.0, env: dict | None = None,

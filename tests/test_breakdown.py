@@ -75,6 +75,7 @@ def check_real_breakdown(records: list[dict]) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_injected_straggler_and_input_delay_show_up_where_they_belong(tmp_path):
     import subprocess
     import sys

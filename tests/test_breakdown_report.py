@@ -201,22 +201,13 @@ def test_verdict_ranks_what_a_user_gets_and_names_a_slow_baseline():
 # ---------------------------------------------------------------- a real sweep
 
 @pytest.mark.slow
-def test_real_sweep_with_allreduce_reports_the_breakdown(tmp_path):
-    import subprocess
-    import sys
-
-    from tests.conftest import cli_env, read_records
-
-    out = tmp_path / "sweep"
-    proc = subprocess.run(
-        [sys.executable, "-m", "scalebench", "sweep", "--frameworks", "ddp", "--models",
-         "inception_v3", "--workers", "1,2", "--image-size", "75", "--batch-size", "2",
-         "--warmup", "1", "--iters", "2", "--trials", "2", "--threads-per-worker", "1",
-         "--device", "cpu", "--quiet", "--out", str(out), "--with-allreduce"],
-        capture_output=True, text=True, env=cli_env(), timeout=900)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    check_real_breakdown([r for r in read_records(out / "results.jsonl")
-                          if r["kind"] == "train"])
+@pytest.mark.serial
+def test_real_sweep_with_allreduce_reports_the_breakdown(ddp_sweep):
+    # the session's real DDP sweep (three models, 1 and 2 workers, --with-allreduce)
+    out = ddp_sweep.out
+    assert ddp_sweep.returncode == 0, ddp_sweep.stderr[-2000:]
+    assert ddp_sweep.records("allreduce"), "--with-allreduce measured no allreduce"
+    check_real_breakdown(ddp_sweep.records())
     md = md_section((out / "report.md").read_text())
     assert "| framework | workers | launches | ideal images/s |" in md
     assert re.search(r"\| ddp \| 2 \| 1 \| [\d.]+ \| [\d.]+ \| -?[\d.]+% \|", md)

@@ -68,12 +68,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_all_models_one_and_two_workers(tmp_path):
-    out = tmp_path / "sweep"
+@pytest.mark.serial
+def test_all_models_one_and_two_workers(ddp_sweep):
     # the default grouped launch: one torchrun per worker count, the three models in it
-    proc = run_sweep(out, "--models", "resnet101,inception_v3,vgg16", "--workers", "1,2")
+    # (the session's shared sweep, tests/conftest.py; its allreduce records are --with-allreduce's)
+    out, proc = ddp_sweep.out, ddp_sweep
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    records = read_records(out / "results.jsonl")
+    records = ddp_sweep.records()
     assert [(r["model"], r["world_size"], r["status"]) for r in records] == [
         (m, w, "ok") for w in (1, 2) for m in ("resnet101", "inception_v3", "vgg16")]
     assert [(r["launch"], r["group_position"]) for r in records] == [

@@ -61,6 +61,7 @@ def sweep(out: Path, *args: str, env: dict | None = None) -> subprocess.Complete
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @needs_horovod
 def test_all_models_one_and_two_workers_with_identical_replicas(tmp_path):
     # grouped (the default): each model rebuilt and broadcast again inside one horovodrun

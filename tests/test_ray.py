@@ -201,6 +201,7 @@ def test_timeout_kills_the_driver_and_ray_stops_its_workers(tmp_path, two_nodes)
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_all_models_one_and_two_workers(tmp_path, two_nodes):
     # grouped: one TorchTrainer fit per worker count measures the three models
     records = sweep(tmp_path / "out", models="resnet101,inception_v3,vgg16", workers="1,2",

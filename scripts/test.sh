@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite in two parts: first every test not marked `serial`, spread over
+# pytest-xdist workers (whole files per worker, so a module's private Slurm or Ray cluster
+# starts once); then the `serial` tests alone, which assert on timing that another test on
+# the same cores would disturb. Usage: scripts/test.sh PYTHON [PYTEST_ARGS...]
+# SCALEBENCH_TEST_WORKERS sets the number of parallel workers (default 2; 0: no xdist).
+set -uo pipefail
+PY=$1
+shift
+workers=${SCALEBENCH_TEST_WORKERS:-2}
+parallel=()
+[ "$workers" -gt 0 ] && parallel=(-n "$workers" --dist loadfile)
+
+start=$(date +%s)
+"$PY" -m pytest -q -p no:cacheprovider "${parallel[@]}" -m "not serial" "$@"
+first=$?
+middle=$(date +%s)
+"$PY" -m pytest -q -p no:cacheprovider -m serial "$@"
+second=$?
+end=$(date +%s)
+echo "test.sh: parallel part $((middle - start)) s (exit $first), serial part $((end - middle)) s" \
+     "(exit $second), $((end - start)) s in all"
+# 5 is pytest's "no tests collected": fine for one part (arguments may select none), not both
+if [ "$first" -eq 5 ] && [ "$second" -eq 5 ]; then exit 5; fi
+[ "$first" -eq 5 ] && first=0
+[ "$second" -eq 5 ] && second=0
+[ "$first" -ne 0 ] && exit "$first"
+exit "$second"
