@@ -121,6 +121,8 @@ class _Runner:
             self.outcome.records.append(record)
 
     def unavailable(self, job: Job) -> str | None:
+        if job.launch.unplaced:
+            return job.launch.unplaced
         adapter = frameworks.get(job.launch.framework)
         available, reason = adapter.available()
         if not available:
