@@ -48,7 +48,7 @@ def set_aside(path: Path) -> Path | None:
 def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
             options_for: Callable[[str], Any], *, resume: bool = False,
             fresh_file: bool = True, progress: Progress | None = None,
-            launch_mode: str = "isolated") -> ExecutionOutcome:
+            launch_mode: str = "isolated", vetting: dict | None = None) -> ExecutionOutcome:
     """Run jobs and append their records to OUT/results.jsonl.
 
     resume: skip jobs whose records are already ok in the file. fresh_file: without resume, an
@@ -56,6 +56,8 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
     sit next to a sweep's training records). options_for(framework) gives the options a
     framework's session opens with. launch_mode grouped: jobs that can share a launch run in
     one (tasks/group.py); the members of a group that died before reaching them run alone.
+    vetting: the vetting that placed the runs (vet.files.Vetting.record_field), carried by
+    every record.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -73,7 +75,7 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
         if adapter.available()[0]:
             env.update(adapter.environment())
     sessions = Sessions(options_for, device.device, out_dir)
-    runner = _Runner(out_dir, env, sessions, progress, outcome)
+    runner = _Runner(out_dir, env, sessions, progress, outcome, vetting)
     try:
         for unit in group.plan_groups(jobs, launch_mode):
             pending = []
@@ -110,13 +112,16 @@ class _Runner:
     """Launches of one execute call: alone or as a group; records appended as they come."""
 
     def __init__(self, out_dir: Path, env: dict, sessions: Sessions, progress: Progress,
-                 outcome: ExecutionOutcome):
+                 outcome: ExecutionOutcome, vetting: dict | None = None):
         self.out_dir, self.env, self.sessions = out_dir, env, sessions
         self.progress, self.outcome = progress, outcome
+        self.vetting = vetting
         self.groups = 0
 
     def emit(self, records: list[dict]) -> None:
         for record in records:
+            if self.vetting is not None:
+                record["vetting"] = self.vetting
             results.append(self.outcome.results_path, record)
             self.outcome.records.append(record)
 

@@ -45,6 +45,7 @@ OPTIONAL_LAUNCH_FIELDS: dict[str, tuple[type, ...]] = {
     "group_id": (str,),
     "group_position": (int,),
     "group_size": (int,),
+    "vetting": (dict,),  # the vetting that placed the run: its id, the nodes left out and why
 }
 
 

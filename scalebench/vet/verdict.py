@@ -3,12 +3,14 @@
 Every figure is a rate (higher is better) with its repeats. For one kind of figure over the
 items measured (devices, nodes or pairs):
 
-- an item's figure is the median of its repeats, its spread the robust standard deviation of
-  its repeats (1.4826 x their median absolute deviation, MAD);
+- an item's figure is the median of its K repeats, its spread the robust standard deviation
+  of its repeats (1.4826 x their median absolute deviation, MAD), and the standard error of
+  its median 1.2533 x spread / sqrt(K);
 - the reference is the median over the items, the spread between items 1.4826 x their MAD;
 - an item is **slow** when it lies below the reference by more than the threshold (a fraction
-  of the reference) *and* by more than Z x sqrt(between^2 + own spread^2), what the measured
-  noise allows. Median and MAD ignore a minority of bad items; neither rule alone decides.
+  of the reference) *and* by more than Z x sqrt(between^2 + its standard error^2), what the
+  measured noise allows. Median and MAD ignore a minority of bad items; neither rule alone
+  decides.
 
 Localisation: a node with a slow device in the compute probe (the sweep's training step) or
 the matmul probe is a **slow compute node**. A node's network figure is, repeat by repeat, the
@@ -24,13 +26,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 Unit = tuple[str, int]  # (node, device index): a CPU node has one device, 0
 Pair = tuple[str, str]
 MIN_NODES = 3
 Z = 3.0  # how many robust standard deviations of noise a slow item must lie beyond
 MAD_TO_SD = 1.4826  # MAD x this estimates the standard deviation of normal noise
+MEDIAN_SE = 1.2533  # the standard error of a median of K normal values: this x sd / sqrt(K)
 COMPUTE, MATMUL, NETWORK, LINK = "compute", "matmul", "network", "link"
 SLOW_COMPUTE, SLOW_NETWORK, SLOW_LINK = "slow compute node", "slow network node", "slow link"
 RATE_UNITS = {COMPUTE: "images/s", MATMUL: "FLOP/s", NETWORK: "B/s", LINK: "B/s"}
@@ -58,6 +61,12 @@ class Check:
     between: float  # robust sd across the items
     threshold: float  # fraction of the reference
     slow: bool
+    repeats: int = 1
+
+    @property
+    def error(self) -> float:
+        """The standard error of its figure (a median of its repeats)."""
+        return MEDIAN_SE * self.spread / math.sqrt(self.repeats)
 
     @property
     def ratio(self) -> float:
@@ -70,7 +79,7 @@ class Check:
     @property
     def allowed(self) -> float:
         """How far below the reference noise may reach, as a fraction of the reference."""
-        noise = Z * math.hypot(self.between, self.spread)
+        noise = Z * math.hypot(self.between, self.error)
         return noise / self.reference if self.reference else math.inf
 
     @property
@@ -123,10 +132,11 @@ def compare(series: Mapping, threshold: float) -> dict:
     between = MAD_TO_SD * mad(list(figures.values()))
     out = {}
     for key, values in usable.items():
-        spread = MAD_TO_SD * mad(values)
-        below = reference - figures[key]
-        slow = below > threshold * reference and below > Z * math.hypot(between, spread)
-        out[key] = Check(figures[key], reference, spread, between, threshold, slow)
+        check = Check(figures[key], reference, MAD_TO_SD * mad(values), between, threshold,
+                      False, len(values))
+        below = reference - check.figure
+        slow = below > threshold * reference and below > Z * math.hypot(between, check.error)
+        out[key] = replace(check, slow=slow)
     return out
 
 
