@@ -154,6 +154,7 @@ def run_vet(options: VetOptions, out_dir: Path, stream: TextIO | None = None,
 
     stream = stream or sys.stdout
     alloc = current_allocation()
+    plan.check_faults(options, alloc.nodes)
     device = devices.resolve(options.device)
     share = plan.sharing(plan.node_hosts(alloc.nodes))
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -1,16 +1,23 @@
 """The verdict over a vetting's figures: a pure function, fed by run.py and by unit tests.
 
-Every figure is a rate (higher is better) with its repeats. For one kind of figure over the
-items measured (devices, nodes or pairs):
+Every figure is a rate (higher is better) with its repeats. Noise on a machine's rates is a
+factor (a contended core makes a window 1.3x as long, not 0.3 units shorter), so spreads are
+taken on the logarithms of the rates. For one kind of figure over the items measured (devices,
+nodes or pairs):
 
-- an item's figure is the median of its K repeats, its spread the robust standard deviation
-  of its repeats (1.4826 x their median absolute deviation, MAD), and the standard error of
-  its median 1.2533 x spread / sqrt(K);
-- the reference is the median over the items, the spread between items 1.4826 x their MAD;
-- an item is **slow** when it lies below the reference by more than the threshold (a fraction
-  of the reference) *and* by more than Z x sqrt(between^2 + its standard error^2), what the
-  measured noise allows. Median and MAD ignore a minority of bad items; neither rule alone
-  decides.
+- the repeats are interleaved (repeat r of every item measured in one short stretch of
+  time), so each repeat is first taken relative to the median of all items in that repeat:
+  a load that comes and goes moves every item of a repeat alike and cancels (without aligned
+  repeats the raw rates are used);
+- an item's standing is the median of its K relative repeats, its spread the robust standard
+  deviation of their logs (1.4826 x their median absolute deviation, MAD), the standard error
+  of its median 1.2533 x spread / sqrt(K);
+- the reference is the median standing over the items, the spread between items 1.4826 x
+  the MAD of the logs of their standings;
+- an item is **slow** when its standing lies below the reference by more than the threshold
+  (a fraction) *and* ln(reference / standing) exceeds Z x sqrt(between^2 + its standard
+  error^2): more than the measured noise allows. Median and MAD ignore a minority of bad
+  items; neither rule alone decides. Figures shown are the medians of the raw repeats.
 
 Localisation: a node with a slow device in the compute probe (the sweep's training step) or
 the matmul probe is a **slow compute node**. A node's network figure is, repeat by repeat, the
@@ -56,9 +63,10 @@ class Check:
     """One item against the median of its kind."""
 
     figure: float  # median of its repeats
-    reference: float  # median over the items
-    spread: float  # robust sd of its repeats
-    between: float  # robust sd across the items
+    reference: float  # median of the items' figures
+    ratio: float  # its standing against the median item's, repeat by repeat
+    spread: float  # robust sd of the logs of its relative repeats
+    between: float  # robust sd of the logs of the items' standings
     threshold: float  # fraction of the reference
     slow: bool
     repeats: int = 1
@@ -69,18 +77,18 @@ class Check:
         return MEDIAN_SE * self.spread / math.sqrt(self.repeats)
 
     @property
-    def ratio(self) -> float:
-        return self.figure / self.reference if self.reference else math.nan
-
-    @property
     def deficit(self) -> float:
         return 1.0 - self.ratio
 
     @property
+    def noise(self) -> float:
+        """How far below the reference noise may reach, in log units."""
+        return Z * math.hypot(self.between, self.error)
+
+    @property
     def allowed(self) -> float:
         """How far below the reference noise may reach, as a fraction of the reference."""
-        noise = Z * math.hypot(self.between, self.error)
-        return noise / self.reference if self.reference else math.inf
+        return 1.0 - math.exp(-self.noise)
 
     @property
     def beyond_threshold(self) -> bool:
@@ -124,18 +132,27 @@ def mad(values: Sequence[float]) -> float:
 
 def compare(series: Mapping, threshold: float) -> dict:
     """item -> Check for every item with repeats; {} with fewer than MIN_NODES items."""
-    usable = {key: list(values) for key, values in series.items() if values}
+    usable = {key: list(values) for key, values in series.items()
+              if values and all(v > 0 for v in values)}
     if len(usable) < MIN_NODES:
         return {}
-    figures = {key: statistics.median(values) for key, values in usable.items()}
-    reference = statistics.median(figures.values())
-    between = MAD_TO_SD * mad(list(figures.values()))
+    relative = usable
+    lengths = {len(values) for values in usable.values()}
+    if len(lengths) == 1 and min(lengths) >= 2:
+        blocks = [statistics.median(values[r] for values in usable.values())
+                  for r in range(min(lengths))]
+        relative = {key: [v / b for v, b in zip(values, blocks, strict=True)]
+                    for key, values in usable.items()}
+    standing = {key: statistics.median(values) for key, values in relative.items()}
+    middle = statistics.median(standing.values())
+    between = MAD_TO_SD * mad([math.log(v) for v in standing.values()])
+    reference = statistics.median(statistics.median(v) for v in usable.values())
     out = {}
-    for key, values in usable.items():
-        check = Check(figures[key], reference, MAD_TO_SD * mad(values), between, threshold,
-                      False, len(values))
-        below = reference - check.figure
-        slow = below > threshold * reference and below > Z * math.hypot(between, check.error)
+    for key, values in relative.items():
+        check = Check(statistics.median(usable[key]), reference, standing[key] / middle,
+                      MAD_TO_SD * mad([math.log(v) for v in values]), between, threshold, False,
+                      len(values))
+        slow = check.beyond_threshold and -math.log(check.ratio) > check.noise
         out[key] = replace(check, slow=slow)
     return out
 
@@ -163,12 +180,13 @@ def rate_text(value: float, kind: str) -> str:
 
 
 def check_text(check: Check, kind: str, against: str) -> str:
-    """'compute probe 16.2 images/s, 66% of the median node's 24.5 images/s: 34% below, beyond
-    the 10% threshold and the 5% the spread allows'"""
-    return (f"{PROBE_WORDS[kind]} {rate_text(check.figure, kind)}, {100 * check.ratio:.0f}% of "
-            f"the median {against}'s {rate_text(check.reference, kind)}: "
-            f"{100 * check.deficit:.0f}% below, beyond the {100 * check.threshold:.0f}% threshold "
-            f"and the {100 * check.allowed:.0f}% the spread allows")
+    """'compute probe 16.2 images/s against the median node's 24.5 images/s, 66% of it repeat
+    by repeat: 34% below, beyond the 10% threshold and the 5% the spread allows'"""
+    return (f"{PROBE_WORDS[kind]} {rate_text(check.figure, kind)} against the median "
+            f"{against}'s {rate_text(check.reference, kind)}, {100 * check.ratio:.0f}% of it "
+            f"repeat by repeat: {100 * check.deficit:.0f}% below, beyond the "
+            f"{100 * check.threshold:.0f}% threshold and the {100 * check.allowed:.0f}% the "
+            "spread allows")
 
 
 def near_miss_text(name: str, check: Check, kind: str) -> str:
