@@ -344,3 +344,43 @@ def test_sweep_vets_first_cordons_the_slowed_node_and_runs_without_it(four_nodes
         assert list(record["vetting"]["excluded"]) == ["sb3"]
     report = (out / "report.md").read_text()
     assert f"Vetting {doc['id']} (Slurm job {doc['allocation']['job_id']}) left out sb3 " in report
+
+
+def test_runs_go_on_vetted_nodes_and_one_that_needs_more_is_unplaced(monkeypatch):
+    from scalebench import config, devices
+    from scalebench.slurm import steps
+    from scalebench.tasks import train
+    from scalebench.vet.files import Vetting
+
+    _slurm_env(monkeypatch, **FAKE_JOB)
+    sweep = config.build_spec({"frameworks": "ddp", "workers": [1, 3, 4], "launcher": "slurm"})
+    vetting = Vetting("vet-9-x", "9", ("sb1", "sb2", "sb3", "sb4"), ("sb1", "sb2", "sb4"),
+                      {"sb3": "slow compute node: compute probe ..."})
+    device = devices.resolve("cpu")
+    one, three, four = (train.launch_spec(sweep, "ddp", w, device, vetting) for w in (1, 3, 4))
+    assert steps.placement_for(one)[1].nodes == ("sb1",) and one.unplaced is None
+    assert three.slurm_nodes == ("sb1", "sb2", "sb4") and three.nodes == 3
+    assert steps.placement_for(three)[1].nodes == ("sb1", "sb2", "sb4")
+    assert four.unplaced == ("vetting vet-9-x: 4 workers need 4 nodes, 3 of the 4 remain "
+                             "vetted (sb3 cordoned (slow compute node))")
+    plain = train.launch_spec(sweep, "ddp", 3, device)  # no vetting: the first three nodes
+    assert steps.placement_for(plain)[1].nodes == ("sb1", "sb2", "sb3")
+
+
+def test_slurm_script_vet_makes_the_job_vet_first(tmp_path, monkeypatch, capsys):
+    from scalebench import cli
+
+    _slurm_env(monkeypatch)
+    workload = tmp_path / "w.toml"
+    workload.write_text('[sweep]\nmodels = ["inception_v3"]\nworkers = [1, 2]\n'
+                        '[vet]\nrepeats = 4\nthreshold = 15\n')
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["slurm-script", str(workload), "--nodes", "4", "--vet", "--script",
+                     "job.sh"]) == 0
+    text = (tmp_path / "job.sh").read_text()
+    assert " --vet" in text and "--launcher slurm" in text
+    from scalebench import config
+    from scalebench.commands.slurm_script import sweep_values
+
+    spec = config.build_spec(sweep_values(str(workload), ["--vet"]))
+    assert (spec.vet.repeats, spec.vet.threshold, spec.vet.model) == (4, 15.0, "inception_v3")
