@@ -14,7 +14,7 @@ from scalebench import __version__
 from scalebench.errors import UserError
 
 COMMANDS = ["sweep", "report", "list", "env", "allreduce", "predict", "compare", "history",
-            "slurm-script"]
+            "slurm-script", "vet"]
 
 
 class Parser(argparse.ArgumentParser):

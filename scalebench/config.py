@@ -55,6 +55,8 @@ class SweepSpec:
     breakdown: bool = True  # no-sync windows at N > 1 workers for the scaling-loss breakdown
     with_allreduce: bool = False  # measure each framework's allreduce first (link for the model)
     profile: bool = False  # a torch.profiler trace of one window on rank 0 per run
+    vet: Any = None  # vet.options.VetOptions: vet the allocation first, run on vetted nodes
+    vet_file: str | None = None  # an earlier vetting (vet.json) of this Slurm job to place by
     # Fault injection, off by default (tests of the breakdown): a delay after every step on one
     # rank, and a delay before every batch on all ranks.
     fault_rank: int | None = None
@@ -97,6 +99,7 @@ _TOP_FIELDS: dict[str, Any] = {
     "breakdown": lambda v: fields.boolean("breakdown", v),
     "with_allreduce": lambda v: fields.boolean("with_allreduce", v),
     "profile": lambda v: fields.boolean("profile", v),
+    "vet_file": lambda v: fields.text("vet_file", v),
     "inject_step_delay": lambda v: _step_delay(v),
     "inject_input_delay": lambda v: fields.number("inject_input_delay", v, 0),
 }
@@ -130,6 +133,8 @@ def build_spec(values: dict[str, Any]) -> SweepSpec:
     top: dict[str, Any] = {}
     sections: dict[str, dict[str, Any]] = {s: {} for s in frameworks.names()}
     for key, value in values.items():
+        if key == "vet":
+            continue  # needs the sweep's other fields (below)
         if key in sections:
             if not isinstance(value, dict):
                 raise UserError(f"{key}: expected a table of options")
@@ -149,14 +154,33 @@ def build_spec(values: dict[str, Any]) -> SweepSpec:
                 elif key == "inject_input_delay":
                     top["fault_input_delay"] = top.pop(key)
         else:
-            allowed = ", ".join([*_TOP_FIELDS, *(f"[{s}]" for s in sections)])
+            allowed = ", ".join([*_TOP_FIELDS, "vet", *(f"[{s}]" for s in sections)])
             raise UserError(f"{key}: unknown option; allowed: {allowed}")
     options = {name: frameworks.get(name).options_type(**given)
                for name, given in sections.items()}
     spec = SweepSpec(**top, framework_options=options)
     for name, opts in options.items():
         frameworks.get(name).check_options(opts, spec.workers)
-    return spec
+    return _with_vetting(spec, values.get("vet"))
+
+
+def _with_vetting(spec: SweepSpec, value: Any) -> SweepSpec:
+    """The `vet` key (true or a [vet] table) and vet_file: only where runs go on Slurm nodes."""
+    from dataclasses import replace
+
+    from scalebench.vet import options as vet_options
+
+    vet = vet_options.from_workload(value, spec)
+    if vet is None and spec.vet_file is None:
+        return spec
+    name = "vet" if vet is not None else "vet_file"
+    if vet is not None and spec.vet_file is not None:
+        raise UserError("vet_file: give vet (vet the allocation now) or vet_file (an earlier "
+                        "vetting of this job), not both")
+    if spec.launcher != "slurm":
+        raise UserError(f"{name}: vetting places runs on the nodes of a Slurm allocation; use "
+                        "it with launcher slurm")
+    return replace(spec, vet=vet)
 
 
 def load_workload(path: str | os.PathLike) -> dict[str, Any]:
@@ -172,8 +196,8 @@ def load_workload(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(sweep, dict):
         raise UserError(f"workload: {p}: [sweep] must be a table")
     for key in data:
-        if key not in frameworks.names():
-            allowed = ", ".join(["[sweep]", *(f"[{s}]" for s in frameworks.names())])
+        if key not in (*frameworks.names(), "vet"):
+            allowed = ", ".join(["[sweep]", *(f"[{s}]" for s in frameworks.names()), "[vet]"])
             raise UserError(f"{key}: unknown table in {p}; allowed: {allowed}")
     values = dict(sweep)
     values.setdefault("name", p.stem)

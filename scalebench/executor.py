@@ -49,16 +49,18 @@ def set_aside(path: Path) -> Path | None:
 def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
             options_for: Callable[[str], Any], *, resume: bool = False,
             fresh_file: bool = True, progress: Progress | None = None,
-            launch_mode: str = "isolated") -> ExecutionOutcome:
+            launch_mode: str = "isolated", vetting: dict | None = None) -> ExecutionOutcome:
     """Run jobs and append their records to OUT/results.jsonl, each stamped with this sweep's
     `sweep_id` (a new one; with resume, the one the file's records carry, so that a resumed
-    sweep stays one sweep).
+    sweep stays one sweep) and, when a vetting placed the runs, with `vetting`.
 
     resume: skip jobs whose records are already ok in the file. fresh_file: without resume, an
     existing results file is moved aside first (sweeps); False appends to it (allreduce points
     sit next to a sweep's training records). options_for(framework) gives the options a
     framework's session opens with. launch_mode grouped: jobs that can share a launch run in
     one (tasks/group.py); the members of a group that died before reaching them run alone.
+    vetting: the vetting that placed the runs (vet.files.Vetting.record_field), carried by
+    every record.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -77,7 +79,7 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
         if adapter.available()[0]:
             env.update(adapter.environment())
     sessions = Sessions(options_for, device.device, out_dir)
-    runner = _Runner(out_dir, env, sessions, progress, outcome, sweep_id)
+    runner = _Runner(out_dir, env, sessions, progress, outcome, sweep_id, vetting)
     try:
         for unit in group.plan_groups(jobs, launch_mode):
             pending = []
@@ -114,18 +116,23 @@ class _Runner:
     """Launches of one execute call: alone or as a group; records appended as they come."""
 
     def __init__(self, out_dir: Path, env: dict, sessions: Sessions, progress: Progress,
-                 outcome: ExecutionOutcome, sweep_id: str):
+                 outcome: ExecutionOutcome, sweep_id: str, vetting: dict | None = None):
         self.out_dir, self.env, self.sessions = out_dir, env, sessions
         self.progress, self.outcome, self.sweep_id = progress, outcome, sweep_id
+        self.vetting = vetting
         self.groups = 0
 
     def emit(self, records: list[dict]) -> None:
         for record in records:
             record["sweep_id"] = self.sweep_id
+            if self.vetting is not None:
+                record["vetting"] = self.vetting
             results.append(self.outcome.results_path, record)
             self.outcome.records.append(record)
 
     def unavailable(self, job: Job) -> str | None:
+        if job.launch.unplaced:
+            return job.launch.unplaced
         adapter = frameworks.get(job.launch.framework)
         available, reason = adapter.available()
         if not available:

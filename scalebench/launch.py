@@ -22,8 +22,15 @@ class LaunchSpec:
     threads_per_worker: int
     options: Any  # the framework's frozen options dataclass (frameworks.<name>.Options)
     launcher: str = "local"  # local (the framework's own launcher) or slurm (job steps)
+    # Slurm: the allocation's nodes this run may take, in order (empty: all of them; after a
+    # vetting, the vetted ones) and at most this many workers on one node (None: as many as
+    # the node holds).
+    slurm_nodes: tuple[str, ...] = ()
+    max_per_node: int | None = None
+    unplaced: str | None = None  # why the plan cannot place the run: it is recorded skipped
 
     def __post_init__(self):
+        object.__setattr__(self, "slurm_nodes", tuple(self.slurm_nodes))
         if self.world_size < 1 or self.nodes < 1 or self.threads_per_worker < 1:
             raise ValueError("world_size, nodes and threads_per_worker must be >= 1")
         if not dataclasses.is_dataclass(self.options):

@@ -19,7 +19,7 @@ from typing import Any
 from scalebench import workloads
 from scalebench.comm import Comm
 from scalebench.launch import Job
-from scalebench.step import Step, batch_source, make_step, plain_optimizer_step
+from scalebench.step import Step, TimedBatches, batch_source, make_step, plain_optimizer_step
 
 LEARNING_RATE = 0.01
 MOMENTUM = 0.9
@@ -122,6 +122,30 @@ def synchronize(device) -> None:
         torch.cuda.synchronize(device)
 
 
+@dataclass
+class Built:
+    """What a run builds before its first step."""
+
+    model: Any
+    aux: bool  # Inception V3's auxiliary head is on
+    optimizer: Any
+    batches: TimedBatches
+    device: Any
+
+
+def build(spec, comm: Comm, device_kind: str) -> Built:
+    """Seed, device, model in training mode, SGD with momentum, batches (spec: TrainSpec)."""
+    import torch
+
+    torch.manual_seed(0)
+    device = pick_device(device_kind, comm, spec.tf32)
+    model, aux = workloads.build_model(spec.model, spec.image_size)
+    model = model.to(device)
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+    return Built(model, aux, optimizer, batch_source(spec, comm, device), device)
+
+
 STEP_RULES = {
     # DDP (and Ray through DDP) would broadcast BatchNorm buffers from rank 0 at every forward;
     # Horovod never does. One rule for all: off.
@@ -146,13 +170,9 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
     build_start_unix = time.time()
     phases = Phases()
     set_threads(job.launch.threads_per_worker)
-    torch.manual_seed(0)
-    device = pick_device(job.launch.device, comm, spec.tf32)
-    model, aux = workloads.build_model(spec.model, spec.image_size)
-    model = model.to(device)
-    model.train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
-    batches = batch_source(spec, comm, device)
+    built = build(spec, comm, job.launch.device)
+    model, aux, optimizer, batches, device = (built.model, built.aux, built.optimizer,
+                                              built.batches, built.device)
     delay = spec.fault_step_delay if comm.rank == spec.fault_rank else 0.0
     distributed = comm.world_size > 1
     phases.mark("build")

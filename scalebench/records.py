@@ -47,6 +47,7 @@ OPTIONAL_LAUNCH_FIELDS: dict[str, tuple[type, ...]] = {
     "group_position": (int,),
     "group_size": (int,),
     "sweep_id": (str,),  # the sweep that wrote it (executor.execute; --resume keeps it)
+    "vetting": (dict,),  # the vetting that placed the run: its id, the nodes left out and why
 }
 
 

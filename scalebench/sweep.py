@@ -12,6 +12,7 @@ from typing import TextIO
 
 from scalebench import devices, executor, peak, results
 from scalebench.config import SweepSpec
+from scalebench.errors import UserError
 from scalebench.progress import Progress
 from scalebench.tasks import allreduce, train
 
@@ -25,7 +26,7 @@ class SweepOutcome:
     interrupted: bool = False
 
 
-def allreduce_jobs(sweep: SweepSpec, device: devices.DeviceInfo) -> list:
+def allreduce_jobs(sweep: SweepSpec, device: devices.DeviceInfo, vetting=None) -> list:
     """--with-allreduce: each framework's own allreduce at its own message size (DDP bucket,
     Horovod fusion buffer) and at 1 MiB (the latency end of the link fit), at every worker
     count of the sweep from 2 up, before the training runs."""
@@ -40,7 +41,7 @@ def allreduce_jobs(sweep: SweepSpec, device: devices.DeviceInfo) -> list:
         bucket = frameworks.bucket_bytes(framework, options) or allreduce.MIB
         sizes = sorted({allreduce.MIB, bucket - bucket % 4})
         one = dataclasses.replace(sweep, frameworks=(framework,), workers=tuple(workers))
-        jobs += allreduce.plan(one, sizes, "float32", device)
+        jobs += allreduce.plan(one, sizes, "float32", device, vetting=vetting)
     return jobs
 
 
@@ -49,14 +50,17 @@ def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcom
     the device's peak FLOP/s at each precision, execute them, then write summary, figures and
     reports."""
     device = devices.resolve(sweep.device)
-    jobs = peak.with_peaks(train.plan(sweep, device), device)  # before any launch
+    train.plan(sweep, device)  # every input error before the vetting spends time
+    vetting = vet_first(sweep)
+    jobs = peak.with_peaks(train.plan(sweep, device, vetting), device)  # before any launch
     if sweep.with_allreduce:
-        jobs = allreduce_jobs(sweep, device) + jobs
+        jobs = allreduce_jobs(sweep, device, vetting) + jobs
     progress = progress or Progress(len(jobs), live=False if sweep.quiet else None)
     if not progress.total:
         progress.total = len(jobs)
     done = executor.execute(jobs, device, Path(sweep.out), sweep.options, resume=sweep.resume,
-                            progress=progress, launch_mode=sweep.launch)
+                            progress=progress, launch_mode=sweep.launch,
+                            vetting=None if vetting is None else vetting.record_field())
     outcome = SweepOutcome(done.out_dir, done.records, done.skipped_existing,
                            interrupted=done.interrupted)
     if done.results_path.is_file():
@@ -65,6 +69,35 @@ def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcom
         records, problems = results.load([done.results_path])
         outcome.outputs = report.write_all(records, problems, done.out_dir)
     return outcome
+
+
+def vet_first(sweep: SweepSpec):
+    """--vet: vet the allocation now (into OUT/vet); --vet-file: an earlier vetting of this
+    job; else None. A vetting whose probes failed stops the sweep (exit 1)."""
+    if sweep.vet is None and sweep.vet_file is None:
+        return None
+    from scalebench.slurm import allocation
+    from scalebench.vet import files
+
+    if sweep.vet_file is not None:
+        vetting = files.load(sweep.vet_file, allocation.current())
+        print(f"vetting {vetting.id} from {vetting.path}: {vetting.excluded_text()}")
+        return vetting
+    from scalebench.vet.run import run_vet, summary_lines
+
+    outcome = run_vet(sweep.vet, Path(sweep.out) / "vet", live=False if sweep.quiet else None)
+    for line in summary_lines(outcome.document):
+        print(line)
+    if outcome.interrupted:
+        raise KeyboardInterrupt
+    if not outcome.ok:
+        raise VetFailed(f"vet: the vetting failed ({outcome.document['error']}); no run "
+                        f"placed; see {Path(sweep.out) / 'vet' / 'vet.json'}")
+    return outcome.vetting
+
+
+class VetFailed(UserError):
+    exit_code = 1
 
 
 def run_allreduce(sweep: SweepSpec, sizes: Sequence[int], dtype: str = "float32",

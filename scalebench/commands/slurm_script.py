@@ -31,6 +31,8 @@ def register(sub) -> None:
     p.add_argument("--script", help="file to write (default <workload name>.sbatch here)")
     p.add_argument("--no-exclusive", dest="exclusive", action="store_false",
                    help="share nodes with other jobs (default: whole nodes, --exclusive)")
+    p.add_argument("--vet", action="store_true", help="the job vets its nodes first and runs "
+                   "on the vetted ones only (`scalebench sweep --vet`)")
     p.add_argument("--sweep-args", default="", help="more `scalebench sweep` flags, quoted: "
                    "--sweep-args \"--workers 1,2 --iters 5\" (one flag: --sweep-args=--quiet)")
     p.set_defaults(run=run)
@@ -71,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
         sweep_args = shlex.split(args.sweep_args)
     except ValueError as exc:
         raise UserError(f"sweep-args: {exc}") from None
+    if args.vet and "--vet" not in sweep_args:
+        sweep_args.append("--vet")
     values = sweep_values(args.workload, sweep_args)
     name = str(values.get("name", Path(args.workload).stem))
     if "workers" not in values and gpus:

@@ -16,7 +16,7 @@ TOP_FLAGS = {  # flag dest -> SweepSpec field
     "loader_workers": "loader_workers", "threads_per_worker": "threads_per_worker",
     "repeats": "repeats", "seed": "seed", "tf32": "tf32", "launcher": "launcher",
     "launch": "launch", "breakdown": "breakdown", "profile": "profile",
-    "with_allreduce": "with_allreduce",
+    "with_allreduce": "with_allreduce", "vet_file": "vet_file",
     "inject_step_delay": "inject_step_delay", "inject_input_delay": "inject_input_delay",
 }
 
@@ -62,6 +62,13 @@ def register(sub) -> None:
     g.add_argument("--inject-input-delay", help="SECONDS: sleep before every batch on every rank")
     p.add_argument("--launcher", help="local (each framework's launcher) or slurm (job steps "
                    "inside an allocation)")
+    p.add_argument("--vet", action="store_true", default=None,
+                   help="with --launcher slurm: first vet every node and link of the allocation "
+                   "(`scalebench vet`, into OUT/vet; settings from the workload's [vet] table, "
+                   "else the sweep's batch, image size, precision and first model), then place "
+                   "every run on vetted nodes only")
+    p.add_argument("--vet-file", help="with --launcher slurm: place runs by an earlier vetting "
+                   "of this same job (its vet.json or folder)")
     p.add_argument("--out", help="output folder (default results/<workload name>)")
     p.add_argument("--resume", action="store_true", default=None,
                    help="skip runs already recorded ok in OUT/results.jsonl")
@@ -75,6 +82,8 @@ def values_from_args(args: argparse.Namespace) -> dict:
     values = config.load_workload(args.workload) if args.workload else {}
     flags: dict = {field: getattr(args, dest) for dest, field in TOP_FLAGS.items()}
     flags["resume"], flags["quiet"] = args.resume, args.quiet
+    if args.vet and not isinstance(values.get("vet"), dict):  # a [vet] table already says yes
+        flags["vet"] = True
     flags.update(section_values(args))
     values = config.merge(values, flags)
     values.setdefault("out", f"results/{values.get('name', 'default')}")

@@ -236,6 +236,7 @@ def _environment(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
     if envs.differing_text:
         out.append(f'<p><span class="badge bad">{len(envs.envs)} different environments</span> '
                    f"{esc(envs.differing_text)}</p>")
+    out += [f"<p>{esc(v)}</p>" for v in envs.vettings]
     return "\n".join(out + [table(tables.environment_table(model))])
 
 

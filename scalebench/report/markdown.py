@@ -154,6 +154,7 @@ def _environment(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
     if model.environments.differing_text:
         out += [f"**{len(model.environments.envs)} different environments.** "
                 f"{md_text(model.environments.differing_text)}", ""]
+    out += [line for v in model.environments.vettings for line in (md_text(v), "")]
     return out + table(tables.environment_table(model))
 
 

@@ -272,6 +272,7 @@ class Environments:
     envs: tuple[Environment, ...]
     fields: tuple[str, ...]  # every field of any environment, in first-seen order
     differing: frozenset[str]
+    vettings: tuple[str, ...] = ()  # which nodes a vetting left out, one line per vetting
 
     @property
     def differing_text(self) -> str:
@@ -510,5 +511,23 @@ def _environments(records: list[dict]) -> Environments:
     fields = tuple(dict.fromkeys(k for env, _ in envs for k in env))
     differing = frozenset(k for k in fields if len({repr(env.get(k)) for env, _ in envs}) > 1)
     return Environments(tuple(Environment(env, tuple(runs)) for env, runs in envs), fields,
-                        differing)
+                        differing, _vettings(records))
+
+
+def _vettings(records: list[dict]) -> tuple[str, ...]:
+    """'Vetting V (Slurm job J) left out sb3 (slow compute node: ...); runs on sb[1-2,4].'"""
+    from scalebench.slurm.allocation import compress_hostlist
+
+    seen: dict[str, dict] = {}
+    for r in records:
+        if isinstance(r.get("vetting"), dict):
+            seen.setdefault(str(r["vetting"].get("id")), r["vetting"])
+    lines = []
+    for vet_id, v in seen.items():
+        excluded = v.get("excluded") or {}
+        left = ("; ".join(f"{node} ({why})" for node, why in excluded.items())
+                if excluded else "no node")
+        lines.append(f"Vetting {vet_id} (Slurm job {v.get('job_id')}) left out {left}; runs "
+                     f"placed on {compress_hostlist(v.get('vetted') or []) or 'no node'}.")
+    return tuple(lines)
 

@@ -13,8 +13,8 @@ import math
 import os
 import re
 import subprocess
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from scalebench.errors import UserError
 
@@ -57,6 +57,38 @@ def expand_hostlist(text: str) -> list[str]:
                 # the rest may hold another bracket (rack[1-2]-node[1-3])
                 names += expand_hostlist(f"{prefix}{number:0{len(low)}d}{rest}")
     return names
+
+
+def compress_hostlist(names: Sequence[str]) -> str:
+    """Names as one Slurm host list, in the given order (the inverse of expand_hostlist):
+    sb1 sb2 sb4 -> "sb[1-2,4]", gpu01 gpu02 login1 -> "gpu[01-02],login1"; "" for none."""
+    groups: list[tuple[str, list[str]]] = []  # (prefix, numbers as written), consecutive names
+    for name in names:
+        match = re.fullmatch(r"(.*?)(\d+)", name)
+        prefix, digits = (match.group(1), match.group(2)) if match else (name, "")
+        if digits and groups and groups[-1][0] == prefix and groups[-1][1]:
+            groups[-1][1].append(digits)
+        else:
+            groups.append((prefix, [digits] if digits else []))
+    items = []
+    for prefix, numbers in groups:
+        if len(numbers) <= 1:
+            items.append(prefix + (numbers[0] if numbers else ""))
+            continue
+        ranges: list[list[str]] = []
+        for digits in numbers:
+            last = ranges[-1][-1] if ranges else None
+            if last is not None and int(digits) == int(last) + 1 and _same_width(last, digits):
+                ranges[-1] = [ranges[-1][0], digits]
+            else:
+                ranges.append([digits])
+        items.append(f"{prefix}[{','.join('-'.join(r) for r in ranges)}]")
+    return ",".join(items)
+
+
+def _same_width(a: str, b: str) -> bool:
+    """Whether a and b+1 can share one range: equal length, or neither zero-padded."""
+    return len(a) == len(b) or not (a.startswith("0") or b.startswith("0"))
 
 
 def expand_counts(text: str) -> list[int]:
@@ -118,6 +150,20 @@ class Allocation:
         return (f"Slurm job {self.job_id} ({len(self.nodes)} node"
                 f"{'s' if len(self.nodes) != 1 else ''} x {cpu_text} CPUs{gpus}{tasks})")
 
+    def subset(self, nodes: Sequence[str]) -> Allocation:
+        """The allocation cut to these of its nodes, in this order (what vetting left); each
+        node keeps its CPUs and its share of the job's tasks."""
+        unknown = [n for n in nodes if n not in self.nodes]
+        if unknown or not nodes:
+            raise ValueError(f"nodes {unknown or list(nodes)} are not a part of {self.describe()}")
+        share = self.tasks_per_node or (-(-self.ntasks // len(self.nodes)) if self.ntasks else None)
+        return replace(self, nodes=tuple(nodes),
+                       cpus_per_node=tuple(self.cpus_per_node[self.nodes.index(n)] for n in nodes),
+                       ntasks=share * len(nodes) if share else None,
+                       label=self.label or f"the {len(nodes)} usable node"
+                       f"{'s' if len(nodes) != 1 else ''} ({compress_hostlist(nodes)}) of "
+                       f"{self.describe()}")
+
     def slots_per_node(self, device: str) -> int:
         """Workers one node takes before a run spills onto the next."""
         if device == "cuda":
@@ -128,14 +174,18 @@ class Allocation:
             return max(1, -(-self.ntasks // len(self.nodes)))
         return min(self.cpus_per_node)
 
-    def place(self, world: int, device: str, threads: int | None = None) -> Placement:
+    def place(self, world: int, device: str, threads: int | None = None,
+              max_per_node: int | None = None) -> Placement:
         """The run's placement, or a UserError (one line) when the allocation cannot hold it.
 
         threads: CPUs per worker when given (--threads-per-worker), else the shared policy
-        max(1, CPUs on the node // workers on the node) over the allocated CPUs.
+        max(1, CPUs on the node // workers on the node) over the allocated CPUs. max_per_node:
+        at most this many workers on a node (vetting's probes: one per node).
         """
         where = self.describe()
         slots = self.slots_per_node(device)
+        if max_per_node is not None:
+            slots = min(slots, max_per_node)
         if device == "cuda" and slots < 1:
             raise UserError(f"workers: a CUDA run needs GPUs and {where} has none; ask salloc/"
                             "sbatch for --gpus-per-node")

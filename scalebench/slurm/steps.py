@@ -340,8 +340,15 @@ def run_step(cmd: Sequence[str], env: Mapping[str, str], run_dir: Path, timeout:
 
 def placement_for(launch: LaunchSpec) -> tuple[Allocation, Placement]:
     """The allocation this sweep runs in and the run's place in it (planning checked it fits)."""
+    alloc = usable(launch)
+    return alloc, alloc.place(launch.world_size, launch.device, launch.threads_per_worker,
+                              launch.max_per_node)
+
+
+def usable(launch: LaunchSpec) -> Allocation:
+    """The part of this sweep's allocation the run may use (after a vetting, the vetted nodes)."""
     alloc = allocation.current()
-    return alloc, alloc.place(launch.world_size, launch.device, launch.threads_per_worker)
+    return alloc.subset(launch.slurm_nodes) if launch.slurm_nodes else alloc
 
 
 def launch_step(job: Job, run_dir: Path, placement: Placement, command: Sequence[str],

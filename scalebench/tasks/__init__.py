@@ -1,4 +1,4 @@
-"""Tasks: one module per kind of measurement (train, allreduce). Each declares its spec, how a
+"""Tasks: one module per kind of measurement (train, allreduce, vet). Each declares its spec, how a
 request expands into jobs, the worker function that runs under a Comm, how a worker result
 becomes records, and its record fields. executor.py runs any of them.
 
@@ -15,6 +15,7 @@ KINDS = {
     "train": "scalebench.tasks.train",
     "allreduce": "scalebench.tasks.allreduce",
     "group": "scalebench.tasks.group",
+    "vet": "scalebench.tasks.vet",
 }
 
 

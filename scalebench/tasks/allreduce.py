@@ -226,8 +226,10 @@ def build_records(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_re
 
 # ---------------------------------------------------------------- planning
 
-def plan(sweep, sizes: Sequence[int], dtype: str, device, stamp: str | None = None) -> list[Job]:
-    """One job per framework x worker count; every input error before any launch."""
+def plan(sweep, sizes: Sequence[int], dtype: str, device, stamp: str | None = None,
+         vetting=None) -> list[Job]:
+    """One job per framework x worker count; every input error before any launch (vetting:
+    as train.launch_spec)."""
     from scalebench.tasks import train
 
     if dtype not in DTYPES:
@@ -245,7 +247,8 @@ def plan(sweep, sizes: Sequence[int], dtype: str, device, stamp: str | None = No
     for framework in sweep.frameworks:
         for world in workers:
             jobs.append(Job(f"allreduce-{stamp}-{len(jobs) + 1:02d}-{framework}-w{world}", KIND,
-                            train.launch_spec(sweep, framework, world, device), spec))
+                            train.launch_spec(sweep, framework, world, device, vetting),
+                            spec))
     return jobs
 
 

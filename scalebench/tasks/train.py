@@ -111,20 +111,36 @@ def sweep_workers(sweep, device: devices.DeviceInfo) -> tuple[int, ...]:
     return default_workers(device.default_max_workers(), nnodes)
 
 
-def launch_spec(sweep, framework: str, world: int, device: devices.DeviceInfo) -> LaunchSpec:
+def launch_spec(sweep, framework: str, world: int, device: devices.DeviceInfo,
+                vetting=None) -> LaunchSpec:
     """The launch of one run: shared by every task planned from a sweep.
 
     Under Slurm the allocation decides the run's nodes and CPUs per worker (the same thread
     policy over the allocated CPUs); a run it cannot hold is a UserError here, at planning.
+    vetting (vet.files.Vetting): the run goes on vetted nodes only; one that needs more nodes
+    than remain is planned unplaced, to be recorded skipped with the reason.
     """
     options = sweep.options(framework)
+    pool: tuple[str, ...] = ()
+    unplaced = None
     if sweep.launcher == "slurm":
         from scalebench.slurm import allocation
 
         problem = frameworks.get(framework).slurm_problem(options)
         if problem:
             raise UserError(problem)
-        place = allocation.current().place(world, device.device, sweep.threads_per_worker)
+        alloc = allocation.current()
+        place = alloc.place(world, device.device, sweep.threads_per_worker)
+        if vetting is not None:
+            pool = tuple(vetting.vetted)
+            try:
+                if not pool:
+                    raise UserError("no node left")
+                place = alloc.subset(pool).place(world, device.device, sweep.threads_per_worker)
+            except UserError:
+                unplaced = (f"vetting {vetting.id}: {world} workers need {len(place.nodes)} "
+                            f"node{'s' if len(place.nodes) != 1 else ''}, {len(pool)} of the "
+                            f"{len(alloc.nodes)} remain vetted ({vetting.excluded_text()})")
         nodes, threads = len(place.nodes), place.cpus_per_task
     else:
         nodes = frameworks.get(framework).planned_nodes(options, world)
@@ -132,7 +148,7 @@ def launch_spec(sweep, framework: str, world: int, device: devices.DeviceInfo) -
     return LaunchSpec(
         framework=framework, world_size=world, nodes=nodes, device=device.device,
         backend=device.backend, timeout=sweep.timeout, threads_per_worker=threads,
-        options=options, launcher=sweep.launcher)
+        options=options, launcher=sweep.launcher, slurm_nodes=pool, unplaced=unplaced)
 
 
 def check_warmup(warmup: int, device: devices.DeviceInfo) -> None:
@@ -143,7 +159,7 @@ def check_warmup(warmup: int, device: devices.DeviceInfo) -> None:
                         f"DDP bucket rebuild, Horovod negotiation), got {warmup}")
 
 
-def plan(sweep, device: devices.DeviceInfo) -> list[Job]:
+def plan(sweep, device: devices.DeviceInfo, vetting=None) -> list[Job]:
     """One job per model x framework x precision x worker count, `repeats` times.
 
     Repeats are interleaved: round 1 holds the first launch of every configuration, round 2 the
@@ -186,8 +202,8 @@ def plan(sweep, device: devices.DeviceInfo) -> list[Job]:
                         fault_step_delay=sweep.fault_step_delay,
                         fault_input_delay=sweep.fault_input_delay,
                         flops_per_image=counted, flops_method=counted_how)
-                    configs.append((framework, launch_spec(sweep, framework, world, device),
-                                    spec))
+                    configs.append((framework, launch_spec(sweep, framework, world, device,
+                                                           vetting), spec))
     return interleave(configs, sweep.repeats, sweep.seed)
 
 

@@ -118,7 +118,7 @@ class RayTrain(Framework):
     def slurm_launch(self, job: Job, run_dir: Path, env: dict[str, str]) -> LaunchOutcome:
         """The driver as a one-task step on the first node (sharing the CPUs the Ray node steps
         hold: --overlap), against the Ray cluster on the allocation, or --ray-address's."""
-        alloc = allocation.current()
+        alloc = steps.usable(job.launch)
         if self._address is None and self._slurm is None:
             self._slurm = SlurmCluster(self._out_dir or run_dir.parent, alloc, job.launch.device)
         own = self._slurm if self._address is None else None

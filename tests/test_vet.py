@@ -1,0 +1,386 @@
+"""Node vetting: the tournament schedule, the verdict rule on fabricated figures and the host
+lists (fast); then `scalebench vet` and `sweep --vet` on a real 4-node private Slurm cluster
+(slow, one cluster for the whole module)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from scalebench.errors import UserError
+from scalebench.slurm import allocation
+from scalebench.vet import schedule, verdict
+from scalebench.vet.verdict import Figures
+
+# ------------------------------------------------------------------ tournament schedule
+
+
+@pytest.mark.parametrize("count", [2, 3, 4, 5, 6, 7, 8, 16])
+def test_round_robin_meets_every_pair_once_in_disjoint_rounds(count):
+    nodes = [f"n{i}" for i in range(1, count + 1)]
+    rounds = schedule.rounds(nodes)
+    assert len(rounds) == (count - 1 if count % 2 == 0 else count)
+    seen = [pair for r in rounds for pair in r]
+    assert sorted(seen) == sorted(itertools.combinations(nodes, 2))  # each pair exactly once
+    for r in rounds:
+        busy = [node for pair in r for node in pair]
+        assert len(busy) == len(set(busy))  # a node meets one partner per round
+        assert len(r) == count // 2
+        assert len(schedule.resting(nodes, r)) == count % 2  # the bye, odd counts only
+    if count % 2:  # every node sits out exactly one round
+        byes = [schedule.resting(nodes, r)[0] for r in rounds]
+        assert sorted(byes) == sorted(nodes)
+
+
+def test_round_robin_small_and_bad_inputs():
+    assert schedule.rounds(["a"]) == [] and schedule.rounds([]) == []
+    assert schedule.rounds(["a", "b"]) == [[("a", "b")]]
+    with pytest.raises(ValueError, match="not distinct"):
+        schedule.rounds(["a", "a", "b"])
+
+
+# ------------------------------------------------------------------ host lists
+
+
+@pytest.mark.parametrize("names,text", [
+    (["sb1", "sb2", "sb4"], "sb[1-2,4]"),
+    (["sb3"], "sb3"),
+    ([], ""),
+    (["gpu01", "gpu02", "gpu03", "gpu07", "login1"], "gpu[01-03,07],login1"),
+    (["n8", "n9", "n10", "n11"], "n[8-11]"),
+    (["n08", "n09", "n10"], "n[08-10]"),
+    (["a", "b1", "b2"], "a,b[1-2]"),
+])
+def test_hostlists_compress_as_slurm_writes_them_and_expand_back(names, text):
+    assert allocation.compress_hostlist(names) == text
+    assert (allocation.expand_hostlist(text) if text else []) == names
+
+
+def test_allocation_subset_keeps_each_nodes_share():
+    alloc = allocation.Allocation("5", ("sb1", "sb2", "sb3", "sb4"), (1, 1, 2, 1), ntasks=4)
+    vetted = alloc.subset(["sb1", "sb2", "sb4"])
+    assert vetted.nodes == ("sb1", "sb2", "sb4") and vetted.cpus_per_node == (1, 1, 1)
+    assert vetted.ntasks == 3 and "sb[1-2,4]" in vetted.describe()
+    assert vetted.place(3, "cpu").nodes == ("sb1", "sb2", "sb4")
+    with pytest.raises(ValueError, match="not a part of"):
+        alloc.subset(["sb9"])
+    wide = allocation.Allocation("6", ("a", "b"), (8, 8))
+    assert wide.place(2, "cpu").nodes == ("a",)  # packs onto one node ...
+    assert wide.place(2, "cpu", max_per_node=1) == allocation.Placement(("a", "b"), 1, 8, 0)
+
+
+# ------------------------------------------------------------------ the verdict rule
+
+NODES = ("sb1", "sb2", "sb3", "sb4")
+PAIRS = tuple(itertools.combinations(NODES, 2))
+
+
+def figures(compute=None, matmul=None, pairs=None, nodes=NODES, noise=0.01) -> Figures:
+    """Healthy figures with 5 repeats of independent noise (a relative sd of `noise`, seeded);
+    the arguments replace the base rate of some nodes or pairs (images/s, FLOP/s, bytes/s)."""
+    import math
+    import random
+
+    rng = random.Random(1)
+
+    def repeats(rate: float) -> list[float]:
+        return [rate * math.exp(rng.gauss(0, noise)) for _ in range(5)]
+
+    compute, matmul, pairs = compute or {}, matmul or {}, pairs or {}
+    return Figures(
+        nodes=tuple(nodes),
+        compute={(n, 0): repeats(compute.get(n, 20.0 + 0.1 * i)) for i, n in enumerate(nodes)},
+        matmul={(n, 0): repeats(matmul.get(n, 5e10)) for n in nodes},
+        pairs={p: repeats(pairs.get(p, 1e9)) for p in itertools.combinations(nodes, 2)})
+
+
+def test_healthy_nodes_get_no_verdict():
+    decision = verdict.decide(figures(), 0.10)
+    assert decision.decided and decision.verdicts == () and decision.cordoned == {}
+    assert decision.vetted(NODES) == list(NODES)
+
+
+def test_a_slow_compute_node_is_cordoned_and_says_which_figure():
+    decision = verdict.decide(figures(compute={"sb3": 20.0 / 1.5}), 0.10)
+    [v] = decision.verdicts
+    assert (v.kind, v.nodes, v.cordon) == ("slow compute node", ("sb3",), True)
+    assert v.because.startswith("compute probe 13.3 images/s against the median node's 20.1 "
+                                "images/s, 66% of it repeat by repeat: 34% below")
+    assert "beyond the 10% threshold" in v.because
+    assert decision.vetted(NODES) == ["sb1", "sb2", "sb4"]
+    assert list(decision.cordoned) == ["sb3"]
+
+
+def test_a_slow_matmul_alone_also_makes_a_slow_compute_node():
+    [v] = verdict.decide(figures(matmul={"sb1": 2.5e10}), 0.10).verdicts
+    assert v.kind == "slow compute node" and v.nodes == ("sb1",)
+    assert v.because.startswith("matmul probe 25.1 GFLOP/s against the median node's 50 "
+                                "GFLOP/s, 50% of it")
+
+
+def test_a_node_whose_pairs_are_all_slow_is_a_slow_network_node():
+    slow = {p: 4e8 for p in PAIRS if "sb2" in p}
+    decision = verdict.decide(figures(pairs=slow), 0.10)
+    [v] = decision.verdicts
+    assert (v.kind, v.nodes, v.cordon) == ("slow network node", ("sb2",), True)
+    assert v.because.startswith("median busbw over its pairs 401 MB/s against the median node's")
+    assert v.because.endswith("while its compute is fine")
+
+
+def test_one_slow_pair_is_a_slow_link_and_both_nodes_stay():
+    decision = verdict.decide(figures(pairs={("sb1", "sb4"): 5e8}), 0.10)
+    [v] = decision.verdicts
+    assert (v.kind, v.nodes, v.cordon) == ("slow link", ("sb1", "sb4"), False)
+    assert "the other 2 pairs of sb1 are fine" in v.because
+    assert decision.cordoned == {} and decision.vetted(NODES) == list(NODES)
+
+
+def test_a_slow_compute_node_with_slow_pairs_is_one_verdict_not_a_link():
+    slow_pairs = {p: 5e8 for p in PAIRS if "sb3" in p}
+    [v] = verdict.decide(figures(compute={"sb3": 10.0}, pairs=slow_pairs), 0.10).verdicts
+    assert v.kind == "slow compute node" and "its pairs are slow too" in v.because
+
+
+def test_below_the_threshold_is_not_slow_however_quiet():
+    decision = verdict.decide(figures(compute={"sb3": 20.0 * 0.93}, noise=0.0001), 0.10)
+    assert decision.verdicts == () and decision.notes == ()
+
+
+def test_beyond_the_threshold_but_within_the_noise_is_a_note_not_a_verdict():
+    noisy = figures(compute={"sb3": 20.0 * 0.8}, noise=0.15)
+    decision = verdict.decide(noisy, 0.10)
+    assert decision.verdicts == ()
+    [note] = decision.notes
+    assert note.startswith("sb3: compute probe 20% below the median, beyond the 10% threshold "
+                           "but within the") and "more repeats" in note
+    # the same figures with a 25% threshold: not even a note
+    assert verdict.decide(noisy, 0.25).notes == ()
+
+
+def test_fewer_than_three_nodes_get_figures_only():
+    decision = verdict.decide(figures(compute={"sb2": 5.0}, nodes=("sb1", "sb2")), 0.10)
+    assert not decision.decided and decision.verdicts == () and decision.cordoned == {}
+    assert "no majority" in decision.notes[0] and "figures only" in decision.notes[0]
+
+
+def test_a_slow_gpu_inside_a_node_names_the_gpu():
+    rates = {(n, g): [100.0, 101.0, 99.0] for n in ("a", "b", "c") for g in range(4)}
+    rates[("b", 2)] = [60.0, 61.0, 59.0]
+    decision = verdict.decide(Figures(nodes=("a", "b", "c"), compute=rates), 0.10)
+    [v] = decision.verdicts
+    assert v.nodes == ("b",) and v.because.startswith("b GPU 2: compute probe 60 images/s")
+    assert "median device's" in v.because
+
+
+# ------------------------------------------------------------------ bad input, one line
+
+
+def _slurm_env(monkeypatch, **env):
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("SLURM_"):
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    allocation._CURRENT.clear()
+
+
+FAKE_JOB = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "sb[1-4]", "SLURM_JOB_CPUS_PER_NODE": "1(x4)"}
+
+
+@pytest.mark.parametrize("argv,env,message", [
+    (["vet"], {}, "scalebench vet: error: allocation: `scalebench vet` measures the nodes of a "
+                  "Slurm allocation (salloc or sbatch), but SLURM_JOB_ID is not set"),
+    (["vet", "--threshold", "150"], FAKE_JOB, "threshold: expected a percentage between 0 and "
+                                              "100 (exclusive), got 150"),
+    (["vet", "--inject-node-slowdown", "sb9:0.5"], FAKE_JOB,
+     "inject_node_slowdown: unknown node 'sb9'; the allocation's nodes: sb1, sb2, sb3, sb4"),
+    (["vet", "--inject-link-delay", "sb1:sb1:0.1"], FAKE_JOB, "inject_link_delay: two different"),
+    (["vet", "--repeats", "1"], FAKE_JOB, "repeats: expected an integer >= 2"),
+    (["sweep", "--vet", "--frameworks", "ddp"], FAKE_JOB,
+     "vet: vetting places runs on the nodes of a Slurm allocation; use it with launcher slurm"),
+])
+def test_bad_vet_input_is_one_line_naming_the_field(argv, env, message, monkeypatch, capsys,
+                                                     tmp_path):
+    from scalebench import cli
+
+    _slurm_env(monkeypatch, **env)
+    code = cli.main([*argv, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_vet_file_holds_for_its_own_job_only(monkeypatch, tmp_path):
+    from scalebench.vet import files
+
+    doc = {"format": files.FORMAT, "version": files.VERSION, "id": "vet-1-x", "status": "ok",
+           "allocation": {"job_id": "1", "nodes": ["sb1", "sb2", "sb3", "sb4"]},
+           "vetted": ["sb1", "sb2", "sb4"], "cordoned": {"sb3": "slow compute node: ..."}}
+    files.write(doc, tmp_path)
+    assert (tmp_path / "vetted-nodes.txt").read_text() == "sb[1-2,4]\n"
+    assert (tmp_path / "cordoned-nodes.txt").read_text() == "sb3\n"
+    mine = allocation.from_env({**FAKE_JOB, "SLURM_JOB_ID": "1"}, ask_scontrol=False)
+    vetting = files.load(tmp_path, mine)
+    assert vetting.vetted == ("sb1", "sb2", "sb4") and list(vetting.cordoned) == ["sb3"]
+    other = allocation.from_env(FAKE_JOB, ask_scontrol=False)
+    with pytest.raises(UserError, match="vetted Slurm job 1, this is job 9"):
+        files.load(tmp_path / "vet.json", other)
+
+
+# ------------------------------------------------------------------ real Slurm: 4 nodes
+# One private 4-node cluster (scripts/slurm_local.sh) for every test below. Its nodes share
+# this machine's cores, so the vetting probes them one at a time. Probes as small as still
+# show a 50% slowdown: Inception V3 at 75 px, batch 2, 2 steps per window, 5 repeats.
+
+TINY_VET = {"model": "inception_v3", "image_size": 75, "batch_size": 2, "warmup": 1, "iters": 2,
+            "repeats": 5, "matmul_size": 384, "matmul_iters": 10, "allreduce_size": "2M",
+            "allreduce_iters": 5, "timeout": 300}
+
+
+@pytest.fixture(scope="module")
+def four_nodes():
+    from tests.test_slurm import _start_cluster, _stop_cluster
+
+    base = _start_cluster(4)
+    yield base / "slurm.conf"
+    _stop_cluster(base)
+
+
+def _vet(conf, out, *flags: str):
+    import subprocess
+    import sys
+
+    from tests.test_slurm import slurm_env
+
+    cmd = ["salloc", "-N4", "--quiet", sys.executable, "-m", "scalebench", "vet", "--out",
+           str(out), "--quiet"]
+    for key, value in TINY_VET.items():
+        cmd += [f"--{key.replace('_', '-')}", str(value)]
+    return subprocess.run(cmd + list(flags), capture_output=True, text=True,
+                          env=slurm_env(conf), timeout=600)
+
+
+def _vet_json(out):
+    import json
+
+    return json.loads((out / "vet.json").read_text())
+
+
+@pytest.mark.slow
+def test_vet_without_a_fault_cordons_no_node(four_nodes, tmp_path):
+    proc = _vet(four_nodes, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = _vet_json(tmp_path)
+    assert doc["status"] == "ok" and doc["decided"] and doc["faults"] == {}
+    assert doc["cordoned"] == {} and doc["vetted"] == ["sb1", "sb2", "sb3", "sb4"]
+    assert (tmp_path / "vetted-nodes.txt").read_text() == "sb[1-4]\n"
+    assert (tmp_path / "cordoned-nodes.txt").read_text() == ""
+    assert not doc["probing"]["together"]  # the nodes share this machine: one at a time
+    assert [s["probe"] for s in doc["steps"]] == ["nodes", "pairs"]  # two job steps
+    assert len(doc["pairs"]) == 6 and {p["round"] for p in doc["pairs"]} == {1, 2, 3}
+    for info in doc["nodes"].values():
+        [device] = info["devices"]
+        assert len(device["compute_images_per_sec"]) == 5 and device["threads"] == 1
+    html = (tmp_path / "vet.html").read_text()
+    assert "data:image/png;base64" in html and "No slow node" in html
+    assert "vet nodes on 4 nodes" in proc.stdout and "vetted: sb[1-4]" in proc.stdout
+
+
+@pytest.mark.slow
+def test_vet_finds_a_delayed_link_and_keeps_both_nodes(four_nodes, tmp_path):
+    proc = _vet(four_nodes, tmp_path, "--inject-link-delay", "sb1:sb2:0.02")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = _vet_json(tmp_path)
+    assert doc["faults"] == {"link_delay_seconds": {"sb1:sb2": 0.02}}
+    links = [v for v in doc["verdicts"] if v["kind"] == "slow link"]
+    assert [v["nodes"] for v in links] == [["sb1", "sb2"]], doc["verdicts"]
+    assert doc["cordoned"] == {} and doc["vetted"] == ["sb1", "sb2", "sb3", "sb4"]
+
+
+@pytest.mark.slow
+def test_sweep_vets_first_cordons_the_slowed_node_and_runs_without_it(four_nodes, tmp_path):
+    """`sweep --launcher slurm --vet` with sb3 slowed by 50% (the workload's [vet] table): only
+    sb3 is cordoned, as a slow compute node; the 3-worker run goes on sb1, sb2 and sb4, the
+    4-worker run is skipped with the reason, every record says which vetting placed it."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import TINY, read_records
+    from tests.test_slurm import slurm_env
+
+    vet = {k: v for k, v in TINY_VET.items() if k not in ("model", "image_size", "batch_size")}
+    lines = ["[sweep]", 'models = ["inception_v3"]', 'frameworks = ["ddp"]', "workers = [3, 4]",
+             *(f"{k} = {json.dumps(v)}" for k, v in TINY.items()), "breakdown = false",
+             "[vet]", 'inject_node_slowdown = "sb3:0.5"',
+             *(f"{k} = {json.dumps(v)}" for k, v in vet.items())]
+    workload = tmp_path / "vetted.toml"
+    workload.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "sweep"
+    proc = subprocess.run(["salloc", "-N4", "--quiet", sys.executable, "-m", "scalebench",
+                           "sweep", str(workload), "--launcher", "slurm", "--vet", "--out",
+                           str(out), "--quiet"], capture_output=True, text=True,
+                          env=slurm_env(four_nodes), timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = _vet_json(out / "vet")
+    assert doc["faults"] == {"node_slowdown": {"sb3": 0.5}}
+    assert doc["settings"]["model"] == "inception_v3"  # the sweep's model, batch and size
+    [slow] = [v for v in doc["verdicts"] if v["cordon"]]
+    assert (slow["kind"], slow["nodes"]) == ("slow compute node", ["sb3"]), doc["verdicts"]
+    assert list(doc["cordoned"]) == ["sb3"] and doc["vetted"] == ["sb1", "sb2", "sb4"]
+    assert (out / "vet" / "cordoned-nodes.txt").read_text() == "sb3\n"
+    three, four = read_records(out / "results.jsonl")
+    assert three["status"] == "ok", three["error"]
+    assert three["scheduler"]["nodes"] == ["sb1", "sb2", "sb4"]
+    assert three["scheduler"]["nodelist"] == "sb[1-2,4]"
+    assert four["status"] == "skipped" and four["world_size"] == 4
+    assert four["error"].startswith(f"vetting {doc['id']}: 4 workers need 4 nodes, 3 of the 4 "
+                                    "remain vetted (sb3 cordoned (slow compute node))")
+    for record in (three, four):
+        assert record["vetting"]["id"] == doc["id"]
+        assert list(record["vetting"]["excluded"]) == ["sb3"]
+    report = (out / "report.md").read_text()
+    assert f"Vetting {doc['id']} (Slurm job {doc['allocation']['job_id']}) left out sb3 " in report
+
+
+def test_runs_go_on_vetted_nodes_and_one_that_needs_more_is_unplaced(monkeypatch):
+    from scalebench import config, devices
+    from scalebench.slurm import steps
+    from scalebench.tasks import train
+    from scalebench.vet.files import Vetting
+
+    _slurm_env(monkeypatch, **FAKE_JOB)
+    sweep = config.build_spec({"frameworks": "ddp", "workers": [1, 3, 4], "launcher": "slurm"})
+    vetting = Vetting("vet-9-x", "9", ("sb1", "sb2", "sb3", "sb4"), ("sb1", "sb2", "sb4"),
+                      {"sb3": "slow compute node: compute probe ..."})
+    device = devices.resolve("cpu")
+    one, three, four = (train.launch_spec(sweep, "ddp", w, device, vetting) for w in (1, 3, 4))
+    assert steps.placement_for(one)[1].nodes == ("sb1",) and one.unplaced is None
+    assert three.slurm_nodes == ("sb1", "sb2", "sb4") and three.nodes == 3
+    assert steps.placement_for(three)[1].nodes == ("sb1", "sb2", "sb4")
+    assert four.unplaced == ("vetting vet-9-x: 4 workers need 4 nodes, 3 of the 4 remain "
+                             "vetted (sb3 cordoned (slow compute node))")
+    plain = train.launch_spec(sweep, "ddp", 3, device)  # no vetting: the first three nodes
+    assert steps.placement_for(plain)[1].nodes == ("sb1", "sb2", "sb3")
+
+
+def test_slurm_script_vet_makes_the_job_vet_first(tmp_path, monkeypatch, capsys):
+    from scalebench import cli
+
+    _slurm_env(monkeypatch)
+    workload = tmp_path / "w.toml"
+    workload.write_text('[sweep]\nmodels = ["inception_v3"]\nworkers = [1, 2]\n'
+                        '[vet]\nrepeats = 4\nthreshold = 15\n')
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["slurm-script", str(workload), "--nodes", "4", "--vet", "--script",
+                     "job.sh"]) == 0
+    text = (tmp_path / "job.sh").read_text()
+    assert " --vet" in text and "--launcher slurm" in text
+    from scalebench import config
+    from scalebench.commands.slurm_script import sweep_values
+
+    spec = config.build_spec(sweep_values(str(workload), ["--vet"]))
+    assert (spec.vet.repeats, spec.vet.threshold, spec.vet.model) == (4, 15.0, "inception_v3")
