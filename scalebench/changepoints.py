@@ -64,14 +64,6 @@ class Detection:
     too_short: str = ""  # why nothing was judged, when the series is too short
 
 
-def check_settings(alpha: float, min_magnitude: float) -> None:
-    """Raises ValueError naming the setting (the CLI turns it into a UserError)."""
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie between 0 and 1, not {alpha:g}")
-    if not math.isfinite(min_magnitude) or min_magnitude < 0:
-        raise ValueError(f"min magnitude must be a percentage >= 0, not {min_magnitude:g}")
-
-
 def noise_scale(means: Sequence[float]) -> float:
     """A robust standard deviation of the point means: from the median absolute difference of
     neighbours (a step moves one difference, not the median), else their spread; 0 when all
@@ -125,7 +117,6 @@ def _weakness(c: ChangePoint, min_magnitude: float) -> tuple:
 def detect(series: Sequence[Sequence[float]], alpha: float = ALPHA,
            min_magnitude: float = MIN_MAGNITUDE, penalty: float = PENALTY) -> Detection:
     """The change points of a series (each point: its per-launch values, in time order)."""
-    check_settings(alpha, min_magnitude)
     series = [tuple(float(v) for v in point) for point in series]
     if any(not point for point in series):
         raise ValueError("every point needs at least one value")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from scalebench import compare, results
@@ -51,18 +52,25 @@ def run(args: argparse.Namespace) -> int:
                               baseline_label=args.baseline, current_label=args.current,
                               input_warnings=warn_b + warn_c)
     print(compare.render_text(outcome))
-    markdown = None
-    if args.markdown or os.environ.get("GITHUB_STEP_SUMMARY"):
-        markdown = compare.render_markdown(outcome)
-    if args.markdown:
-        path = Path(args.markdown)
+    write_markdown(args.markdown, lambda: compare.render_markdown(outcome))
+    return outcome.exit_code
+
+
+def write_markdown(path_text: str | None, render: Callable[[], str]) -> None:
+    """The markdown to --markdown's file (a UserError when it cannot be written) and appended to
+    $GITHUB_STEP_SUMMARY when that is set (a warning when it cannot be)."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path_text and not summary:
+        return
+    markdown = render()
+    if path_text:
+        path = Path(path_text)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(markdown, encoding="utf-8")
         except OSError as exc:
             raise UserError(f"--markdown: cannot write {str(path)!r}: {exc.strerror}") from exc
         print(f"wrote {path}")
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
             with open(summary, "a", encoding="utf-8") as fh:
@@ -70,4 +78,3 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"warning: cannot append to GITHUB_STEP_SUMMARY {summary!r}: {exc.strerror}",
                   file=sys.stderr)
-    return outcome.exit_code
