@@ -6,8 +6,8 @@ where the mean shifts, on the point means scaled by a robust estimate of their n
 one penalty fits every series whatever its units. With equal launch counts per point that is the
 same search as on the per-launch values with breaks allowed only between points. Each proposed
 change is then kept only when the per-launch values of the segments on either side differ
-significantly (stats.difference: Mann-Whitney U where the sample counts can reach alpha, else
-non-overlapping intervals, as compare decides) by at least the minimum magnitude; the weakest
+significantly by Mann-Whitney U (stats.difference, compare's test; a split whose sample counts
+cannot reach alpha, such as 2 vs 6, does not hold) by at least the minimum magnitude; the weakest
 failing proposal is dropped and the segments recomputed until every remaining one holds (the
 order Apache Otava and MongoDB's E-Divisive use). The reasoning and the evaluation behind the
 choice and the defaults are in docs/change-points.md.
@@ -105,7 +105,10 @@ def _judge(series: Sequence[Sequence[float]], bounds: list[int], k: int, alpha: 
 
 
 def _holds(c: ChangePoint, min_magnitude: float) -> bool:
-    return c.difference.significant and abs(c.change_pct) >= min_magnitude
+    # Only the rank test counts: where it cannot reach alpha (2 vs 6 samples), the interval
+    # fallback would let two neighbours that happen to agree make a change.
+    return (c.difference.test == stats.MANN_WHITNEY and c.difference.significant
+            and abs(c.change_pct) >= min_magnitude)
 
 
 def _weakness(c: ChangePoint, min_magnitude: float) -> tuple:

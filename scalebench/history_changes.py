@@ -210,8 +210,8 @@ def render_markdown(c: Changes) -> str:
     lines = ["## scalebench history detect", "", f"**{_md(summary_line(c))}**", "",
              f"Store `{_md(c.label)}`. A change point is a shift of a series' mean that PELT "
              "proposes and that holds: the per-launch values of the segments on either side "
-             f"differ significantly (Mann-Whitney U at alpha {c.alpha:g} where the sample counts "
-             "allow it, else non-overlapping intervals) by at least "
+             f"differ significantly (Mann-Whitney U at alpha {c.alpha:g}; a split whose sample "
+             "counts cannot reach it does not hold) by at least "
              f"{c.min_magnitude:g}%. *new*: among the last {c.last} points.", ""]
     rows = _table_rows(c)
     if rows:

@@ -65,8 +65,8 @@ def _method(c: hc.Changes) -> str:
     return (f"<p>A point is one sweep; its samples are its per-launch values. ruptures' PELT "
             f"search proposes where a series' mean shifts; a proposal holds when the per-launch "
             f"values of the segments on either side differ significantly (Mann-Whitney U at "
-            f"alpha {esc(f'{c.alpha:g}')} where the sample counts allow it, else non-overlapping "
-            f"intervals) by at least {esc(f'{c.min_magnitude:g}')}%. A regression among the last "
+            f"alpha {esc(f'{c.alpha:g}')}; a split whose sample counts cannot reach it does not "
+            f"hold) by at least {esc(f'{c.min_magnitude:g}')}%. A regression among the last "
             f"{esc(c.last)} points is new and fails <code>history detect</code>. Commits A..B: "
             "the last commit measured before the change and the first after it.</p>")
 
