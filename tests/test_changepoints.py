@@ -80,15 +80,16 @@ def test_a_constant_series_has_none():
 
 # ---------------------------------------------------------------- through a history store
 
-def add_series(store, factors, seed: int = 1, start_day: int = 1, **fields):
-    """One sweep (1 and 2 workers, 3 trials each) per factor, commit c<i>, a day apart."""
+def add_series(store, factors, seed: int = 1, start_day: int = 1, commit_prefix: str = "",
+               **fields):
+    """One sweep (1 and 2 workers, 3 trials each) per factor, commit <prefix>c<i>, a day apart."""
     rng = random.Random(seed)
     for i, factor in enumerate(factors):
         records = []
         for w, base in ((1, 10.0), (2, 19.0)):
             mean = base * factor * (1 + rng.gauss(0, NOISE))
             records.append(fake_record(tuple(mean * (1 + rng.gauss(0, 0.005)) for _ in range(3)),
-                                       world_size=w, env={"git_commit": f"c{i}"},
+                                       world_size=w, env={"git_commit": f"{commit_prefix}c{i}"},
                                        timestamp=f"2026-01-{start_day + i:02d}T00:00:00+0000",
                                        **fields))
         history.add(store, records)
