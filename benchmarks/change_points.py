@@ -17,8 +17,9 @@ per 1,000 noise-only points. The point-to-point rule (history plot's marks: comp
 each point against the previous one) is printed at its default threshold and over a range of
 thresholds, to read its false alarms at the detector's recall.
 
-    python benchmarks/change_points.py [--seed 1] [--series 200] [--length 40] [--launches 1]
-        [--noise measured,0.05] [--penalty 4] [--alpha 0.05] [--min-magnitude 2]
+    python benchmarks/change_points.py [--seed 1] [--series 120] [--noise-series 400]
+        [--length 40] [--launches 1] [--noise measured,0.05] [--penalty 3] [--alpha 0.05]
+        [--min-magnitude 2]
 """
 
 from __future__ import annotations
@@ -138,6 +139,8 @@ def run_level(label: str, launch_cv: float, trial_cv: float, args, rng: random.R
     det = {("step", s): Tally() for s in STEPS} | {("slide", s): Tally() for s in STEPS}
     p2p = {t: {k: Tally() for k in det} for t in P2P_THRESHOLDS}
     det_false, p2p_false = 0, dict.fromkeys(P2P_THRESHOLDS, 0)
+    # hits by chance: a noise-only history scored as if it had a step at a random position
+    det_chance, p2p_chance = Tally(), Tally()
     noise_points = 0
 
     def draw_levels(levels):
@@ -163,13 +166,18 @@ def run_level(label: str, launch_cv: float, trial_cv: float, args, rng: random.R
     for _ in range(args.noise_series):
         points = draw_levels([100.0] * n)
         noise_points += n
-        det_false += len(detector_marks(points, args))
+        marks = detector_marks(points, args)
+        det_false += len(marks)
         judged = p2p_judged(points, args.alpha)
         for t in P2P_THRESHOLDS:
             p2p_false[t] += len(p2p_marks(judged, t))
+        at = rng.randint(MARGIN, n - MARGIN)
+        score(det_chance, marks, at, at, args.tolerance)
+        score(p2p_chance, p2p_marks(judged, p2p_default(args)), at, at, args.tolerance)
     per_k = 1000.0 / noise_points
     return {"label": label, "det": det, "p2p": p2p, "det_false": det_false * per_k,
-            "p2p_false": {t: v * per_k for t, v in p2p_false.items()}}
+            "p2p_false": {t: v * per_k for t, v in p2p_false.items()},
+            "chance": (det_chance.recall, p2p_chance.recall)}
 
 
 def fmt(x: float, digits: int = 2) -> str:
@@ -179,28 +187,25 @@ def fmt(x: float, digits: int = 2) -> str:
 def print_level(r: dict, args) -> None:
     det, p2p, default = r["det"], r["p2p"], p2p_default(args)
     print(f"\n== {r['label']}")
-    print(f"{'':24}{'change points':>28}   {'point-to-point (threshold ' + f'{default:g}%)':>30}")
-    print(f"{'':24}{'recall':>10}{'pos. error':>12}{'':6}   {'recall':>14}{'pos. error':>12}")
+    print(f"{'':16}{'change points':>24}    {'point-to-point (threshold ' + f'{default:g}%)':>30}")
+    print(f"{'':16}{'recall':>12}{'pos. error':>12}    {'recall':>18}{'pos. error':>12}")
     for kind in ("step", "slide"):
         for size in STEPS:
             d, p = det[(kind, size)], p2p[default][(kind, size)]
-            print(f"  {kind} -{size:g}%{'':<{14 - len(f'{size:g}')}}{fmt(d.recall):>10}"
-                  f"{fmt(d.error):>12}{'':6}   {fmt(p.recall):>14}{fmt(p.error):>12}")
+            print(f"  {f'{kind} -{size:g}%':<14}{fmt(d.recall):>12}{fmt(d.error):>12}    "
+                  f"{fmt(p.recall):>18}{fmt(p.error):>12}")
     print(f"  false alarms / 1,000 noise-only points: change points {r['det_false']:.2f}, "
           f"point-to-point {r['p2p_false'][default]:.2f}")
     print("  point-to-point by threshold (recall of 10% steps, false alarms / 1,000):")
     print("    " + "; ".join(f"{t:g}%: {p2p[t][('step', 10.0)].recall:.2f}, "
                              f"{r['p2p_false'][t]:.1f}" for t in P2P_THRESHOLDS))
+    print(f"  recall by chance (noise only, a step assumed at a random position): change points "
+          f"{r['chance'][0]:.2f}, point-to-point {r['chance'][1]:.2f}")
     target = det[("step", 10.0)].recall
-    equal = [t for t in P2P_THRESHOLDS if p2p[t][("step", 10.0)].recall >= target]
-    if equal:
-        t = max(equal)
-        print(f"  at equal recall of 10% steps ({target:.2f}): point-to-point needs threshold "
-              f"<= {t:g}% (recall {p2p[t][('step', 10.0)].recall:.2f}) and raises "
-              f"{r['p2p_false'][t]:.2f} false alarms / 1,000 vs {r['det_false']:.2f}")
-    else:
-        print(f"  point-to-point reaches the change points' recall of 10% steps ({target:.2f}) "
-              "at no threshold tried")
+    t = min(P2P_THRESHOLDS, key=lambda t: (abs(p2p[t][("step", 10.0)].recall - target), -t))
+    print(f"  at (nearly) equal recall of 10% steps: change points {target:.2f} with "
+          f"{r['det_false']:.2f} false alarms / 1,000; point-to-point at threshold {t:g}% "
+          f"{p2p[t][('step', 10.0)].recall:.2f} with {r['p2p_false'][t]:.2f}")
 
 
 def p2p_default(args) -> float:
@@ -211,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", type=Path, default=REFERENCE)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--series", type=int, default=200, help="histories per step size and kind")
-    p.add_argument("--noise-series", type=int, default=250, help="noise-only histories")
+    p.add_argument("--series", type=int, default=120, help="histories per step size and kind")
+    p.add_argument("--noise-series", type=int, default=400, help="noise-only histories")
     p.add_argument("--length", type=int, default=40, help="points per history")
     p.add_argument("--launches", type=int, default=1, help="launches per point")
     p.add_argument("--trials", type=int, default=5, help="trials per launch")
