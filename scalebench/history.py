@@ -10,8 +10,9 @@ of a trend, judged on per-process values as compare judges them: rows of one `sw
 records' own, kept by --resume); rows written before sweep ids, by commit, order seed and repeat
 count, a new sweep starting wherever a repeat index comes round again. Rows keep the records'
 warnings (skipped fp16 steps, a diverged loss) and faults (a configuration of its own, drawn as
-its own line); a point carries its rows' warnings as notes. `plot` draws one PNG per metric and
-marks each point that compare would call a regression against the previous point of the same
+its own line); a point carries its rows' warnings as notes. `plot` draws one PNG per metric:
+given change points (history_changes), the segments between them with their means; optionally
+each point that compare would call a regression against the previous point of the same
 configuration.
 """
 
@@ -310,7 +311,29 @@ def line_label(line: tuple) -> str:
             + (f" ({nodes} nodes)" if nodes and nodes > 1 else ""))
 
 
-def plot_metric(tr: dict[tuple, dict[tuple, list[Point]]], metric: str, path: Path) -> Path | None:
+def _draw_segments(ax, points: list[Point], detection, scale: float, color, labelled: bool) -> bool:
+    """Each segment's mean as a dashed level over its points, each change point as a triangle
+    between the two points it lies between; True once a change point carries the legend label."""
+    xs = [p.when for p in points]
+    for seg in detection.segments:
+        ax.hlines(scale * seg.summary.mean, xs[seg.start], xs[seg.stop - 1], colors=[color],
+                  linestyles="dashed", linewidth=1.5, alpha=0.8)
+    for c in detection.change_points:
+        at = xs[c.index - 1] + (xs[c.index] - xs[c.index - 1]) / 2
+        y = scale * c.after.summary.mean
+        ax.plot([at], [y], marker="v" if c.change_pct < 0 else "^", markersize=12,
+                color="tab:red" if c.change_pct < 0 else "tab:green", linestyle="none",
+                label=None if labelled else "change point")
+        ax.annotate(f"{c.change_pct:+.0f}%", (at, y), textcoords="offset points",
+                    xytext=(6, 6), fontsize="small")
+        labelled = True
+    return labelled
+
+
+def plot_metric(tr: dict[tuple, dict[tuple, list[Point]]], metric: str, path: Path,
+                detections: dict | None = None, point_marks: bool = True) -> Path | None:
+    """detections: (panel, line) -> changepoints.Detection, drawn as segments and change points;
+    point_marks: also mark each point judged a regression against the previous one."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -322,7 +345,7 @@ def plot_metric(tr: dict[tuple, dict[tuple, list[Point]]], metric: str, path: Pa
     panels = sorted(tr.items(), key=lambda kv: tuple(str(v) for v in kv[0]))
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 3.6 * len(panels)), squeeze=False)
     for ax, (panel, lines) in zip(axes[:, 0], panels, strict=True):
-        marked = False
+        marked = changed = False
         for line, points in sorted(lines.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
             xs = [p.when for p in points]
             ys = [scale * p.summary.mean for p in points]
@@ -330,9 +353,14 @@ def plot_metric(tr: dict[tuple, dict[tuple, list[Point]]], metric: str, path: Pa
                     else 0.0 for p in points]
             highs = [scale * (p.summary.ci_high - p.summary.mean) if p.summary.ci_high is not None
                      else 0.0 for p in points]
-            ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, label=line_label(line))
+            drawn = ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3,
+                                label=line_label(line))
+            detection = (detections or {}).get((panel, line))
+            if detection is not None:
+                changed = _draw_segments(ax, points, detection, scale, drawn.lines[0].get_color(),
+                                         changed)
             for p, y in zip(points, ys, strict=True):
-                if p.judgement is not None and p.judgement.verdict == "regression":
+                if point_marks and p.judgement is not None and p.judgement.verdict == "regression":
                     ax.plot([p.when], [y], marker="X", markersize=14, color="tab:red",
                             linestyle="none", label=None if marked else "regression vs previous")
                     ax.annotate(f"{p.judgement.change_pct:+.0f}%", (p.when, y),
@@ -354,16 +382,19 @@ def plot_metric(tr: dict[tuple, dict[tuple, list[Point]]], metric: str, path: Pa
     return path
 
 
-def plot(rows: list[dict], out_dir: Path, threshold: float = 5.0, alpha: float = 0.05
+def plot(rows: list[dict], out_dir: Path, threshold: float = 5.0, alpha: float = 0.05,
+         detections: dict[str, dict] | None = None, point_marks: bool = True
          ) -> tuple[list[Path], list[tuple[str, tuple, tuple, Point]]]:
     """history-throughput.png and history-efficiency.png (where there is data), and every point
     judged a regression against the previous one, then every other point with warnings, as
-    (metric, panel, line, point)."""
+    (metric, panel, line, point). detections: metric -> (panel, line) ->
+    changepoints.Detection, drawn on the figures."""
     compare.check_settings(threshold, alpha)
     written, found, noted = [], [], []
     for metric in METRICS:
         tr = trends(rows, metric, threshold, alpha)
-        path = plot_metric(tr, metric, out_dir / f"history-{metric}.png")
+        path = plot_metric(tr, metric, out_dir / f"history-{metric}.png",
+                           (detections or {}).get(metric), point_marks)
         if path is not None:
             written.append(path)
         found += [(metric, panel, line, p) for panel, line, p in regressions(tr)]

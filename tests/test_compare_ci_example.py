@@ -55,3 +55,5 @@ def test_every_scalebench_command_in_the_workflow_parses():
         assert args.command in cli.COMMANDS
     compare = next(c for c in commands if c[0] == "compare")
     assert "--markdown" in compare and "--threshold" in compare
+    detect = next(c for c in commands if c[:2] == ["history", "detect"])
+    assert "--markdown" in detect and "--last" in detect

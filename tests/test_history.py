@@ -92,7 +92,7 @@ def test_plot_marks_regressions_against_the_previous_point(tmp_path, capsys):
     for i, (hour, factor) in enumerate([(1, 1.0), (2, 1.01), (3, 0.8), (4, 0.8)]):
         history.add(store, sweep_at(hour, factor, commit=f"c{i}"))
     code, out, _ = main(capsys, "history", "plot", "--store", str(store), "--out",
-                        str(tmp_path / "plots"))
+                        str(tmp_path / "plots"), "--point-to-point")
     assert code == 0
     for metric in ("throughput", "efficiency"):
         assert f"wrote {tmp_path / 'plots' / f'history-{metric}.png'}" in out
@@ -118,7 +118,8 @@ def test_history_of_the_reference_runs(tiny_sweep, tmp_path, capsys):
     assert code == 0 and "added 2 runs" in out
     rows = read_records(store)
     assert len(rows) == 4 and rows[0]["commit"] == records[0]["env"]["git_commit"]
-    code, out, _ = main(capsys, "history", "plot", "--store", str(store), "--out", str(tmp_path))
+    code, out, _ = main(capsys, "history", "plot", "--store", str(store), "--out", str(tmp_path),
+                        "--point-to-point")
     assert code == 0
     assert_png_drawn(tmp_path / "history-throughput.png")
     assert_png_drawn(tmp_path / "history-efficiency.png")

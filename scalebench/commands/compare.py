@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from scalebench import compare, fields, results
@@ -63,18 +64,25 @@ def run(args: argparse.Namespace) -> int:
                               input_warnings=warn_b + warn_c, allow_missing=args.allow_missing,
                               min_launches=min_launches)
     print(compare.render_text(outcome))
-    markdown = None
-    if args.markdown or os.environ.get("GITHUB_STEP_SUMMARY"):
-        markdown = compare.render_markdown(outcome)
-    if args.markdown:
-        path = Path(args.markdown)
+    write_markdown(args.markdown, lambda: compare.render_markdown(outcome))
+    return outcome.exit_code
+
+
+def write_markdown(path_text: str | None, render: Callable[[], str]) -> None:
+    """The markdown to --markdown's file (a UserError when it cannot be written) and appended to
+    $GITHUB_STEP_SUMMARY when that is set (a warning when it cannot be)."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path_text and not summary:
+        return
+    markdown = render()
+    if path_text:
+        path = Path(path_text)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(markdown, encoding="utf-8")
         except OSError as exc:
             raise UserError(f"--markdown: cannot write {str(path)!r}: {exc.strerror}") from exc
         print(f"wrote {path}")
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
             with open(summary, "a", encoding="utf-8") as fh:
@@ -82,4 +90,3 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"warning: cannot append to GITHUB_STEP_SUMMARY {summary!r}: {exc.strerror}",
                   file=sys.stderr)
-    return outcome.exit_code

@@ -1,0 +1,229 @@
+"""Change points in a history store: every configuration series of every metric (history.trends,
+the history's own keys) through changepoints.detect, with the commit range of each change and
+whether it is new (among the last K points). `history detect`, `history plot` and history.html
+all read this one result; rendering as text and markdown is separate from finding.
+
+Both metrics are higher-is-better: a decrease is a regression, an increase an improvement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from scalebench import changepoints, compare, history
+from scalebench.errors import UserError
+from scalebench.report.format import interval, num, pct, pct_interval
+
+LAST = 5  # a regression among the last LAST points is new: it fails the gate
+
+
+@dataclass(frozen=True)
+class Change:
+    series: SeriesChanges
+    point: changepoints.ChangePoint
+
+    @property
+    def verdict(self) -> str:
+        return "regression" if self.point.change_pct < 0 else "improvement"
+
+    @property
+    def commit_before(self) -> str:
+        return self.series.points[self.point.index - 1].commit or "unknown"
+
+    @property
+    def commit_after(self) -> str:
+        return self.series.points[self.point.index].commit or "unknown"
+
+    @property
+    def commit_range(self) -> str:
+        """git's A..B: the commits after the last one measured before, up to the first after."""
+        return f"{self.commit_before}..{self.commit_after}"
+
+    @property
+    def when(self) -> str:
+        return self.series.points[self.point.index].when.isoformat()
+
+    @property
+    def new(self) -> bool:
+        return self.point.index >= len(self.series.points) - self.series.last
+
+
+@dataclass(frozen=True)
+class SeriesChanges:
+    metric: str
+    panel: tuple
+    line: tuple
+    points: tuple[history.Point, ...]
+    detection: changepoints.Detection
+    last: int
+
+    @property
+    def title(self) -> str:
+        return f"{history.panel_title(self.panel)} {history.line_label(self.line)}"
+
+    @property
+    def changes(self) -> list[Change]:
+        return [Change(self, c) for c in self.detection.change_points]
+
+
+@dataclass(frozen=True)
+class Changes:
+    series: tuple[SeriesChanges, ...]
+    metrics: tuple[str, ...]
+    alpha: float
+    min_magnitude: float
+    last: int
+    label: str = "history"
+
+    @property
+    def changes(self) -> list[Change]:
+        return [c for s in self.series for c in s.changes]
+
+    @property
+    def new_regressions(self) -> list[Change]:
+        return [c for c in self.changes if c.verdict == "regression" and c.new]
+
+    @property
+    def too_short(self) -> list[SeriesChanges]:
+        return [s for s in self.series if s.detection.too_short]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.new_regressions else 0
+
+
+def check_settings(alpha: float, min_magnitude: float, last: int) -> None:
+    if not 0 < alpha < 1:
+        raise UserError(f"--alpha: must lie between 0 and 1, not {alpha:g}")
+    if not math.isfinite(min_magnitude) or min_magnitude < 0:
+        raise UserError(f"--min-magnitude: must be a percentage >= 0, not {min_magnitude:g}")
+    if last < 1:
+        raise UserError(f"--last: must be a number of points >= 1, not {last}")
+
+
+def series_values(points: Sequence[history.Point]) -> list[tuple[float, ...]]:
+    """Per point, its per-launch values (a single launch: its mean over trials)."""
+    return [p.samples.process_values for p in points]
+
+
+def find(rows: Iterable[dict], metrics: Sequence[str] = compare.METRICS,
+         alpha: float = changepoints.ALPHA, min_magnitude: float = changepoints.MIN_MAGNITUDE,
+         last: int = LAST, label: str = "history") -> Changes:
+    """Change points of every series of each metric; nothing is printed."""
+    check_settings(alpha, min_magnitude, last)
+    metrics = compare.parse_metrics(metrics)
+    rows = list(rows)
+    found = []
+    for metric in metrics:
+        tr = history.trends(rows, metric)
+        for panel in sorted(tr, key=lambda k: tuple(str(v) for v in k)):
+            lines = tr[panel]
+            for line in sorted(lines, key=lambda k: tuple(str(v) for v in k)):
+                points = tuple(lines[line])
+                detection = changepoints.detect(series_values(points), alpha, min_magnitude)
+                found.append(SeriesChanges(metric, panel, line, points, detection, last))
+    return Changes(tuple(found), metrics, alpha, min_magnitude, last, label)
+
+
+def by_line(changes: Changes, metric: str) -> dict[tuple, changepoints.Detection]:
+    """(panel, line) -> detection, for history.plot_metric."""
+    return {(s.panel, s.line): s.detection for s in changes.series if s.metric == metric}
+
+
+# ---------------------------------------------------------------- rendering (separate from finding)
+
+def value_text(metric: str, s: changepoints.Segment) -> str:
+    m = s.summary
+    if metric == "efficiency":
+        return pct(m.mean) + ("" if m.ci_low is None else f" [{pct_interval(m.ci_low, m.ci_high)}]")
+    return num(m.mean, ".4g") + ("" if m.ci_low is None else
+                                 f" [{interval(m.ci_low, m.ci_high, '.4g')}]")
+
+
+def test_text(c: Change) -> str:
+    d = c.point.difference
+    return f"{d.test} p={d.p_value:.3g}" if d.p_value is not None else d.test
+
+
+def cells(c: Change) -> list[str]:
+    p = c.point
+    return [c.verdict.upper() if c.verdict == "regression" else c.verdict,
+            "new" if c.new else "old", c.series.metric, c.series.title, c.commit_range,
+            f"{value_text(c.series.metric, p.before)} ({p.before.points} pts)",
+            f"{value_text(c.series.metric, p.after)} ({p.after.points} pts)",
+            f"{p.change_pct:+.1f}%", test_text(c)]
+
+
+HEADER = ["verdict", "status", "metric", "configuration", "commits", "before", "after", "change",
+          "test"]
+
+
+def summary_line(c: Changes) -> str:
+    found = c.changes
+    regressions = sum(1 for x in found if x.verdict == "regression")
+    counts = (f"{len(c.series)} series, {len(found)} change point{'s' if len(found) != 1 else ''}"
+              f" ({regressions} regression{'s' if regressions != 1 else ''}, "
+              f"{len(found) - regressions} improvement{'s' if len(found) - regressions != 1 else ''})"
+              + (f", {len(c.too_short)} too short" if c.too_short else ""))
+    new = len(c.new_regressions)
+    outcome = (f"FAILED: {new} new regression{'s' if new != 1 else ''} among the last {c.last} "
+               "points" if new else f"passed: no regression among the last {c.last} points")
+    return f"{outcome} ({counts}; alpha {c.alpha:g}, min magnitude {c.min_magnitude:g}%)"
+
+
+def _table_rows(c: Changes) -> list[list[str]]:
+    return [cells(x) for x in c.changes]
+
+
+def render_text(c: Changes) -> str:
+    lines = [f"scalebench history detect: {c.label} (metrics {', '.join(c.metrics)}; alpha "
+             f"{c.alpha:g}, min magnitude {c.min_magnitude:g}%, new = among the last {c.last} "
+             "points)"]
+    for s in c.series:
+        if s.detection.too_short:
+            lines.append(f"  {s.metric} of {s.title}: {s.detection.too_short}")
+        else:
+            lines.append(f"  {s.metric} of {s.title}: {len(s.points)} points, "
+                         f"{len(s.detection.change_points)} change point"
+                         f"{'s' if len(s.detection.change_points) != 1 else ''}")
+    rows = _table_rows(c)
+    if rows:
+        rows = [HEADER] + rows
+        widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]
+        lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=False)) + "  " + r[-1]
+                  for r in rows]
+    lines.append(summary_line(c))
+    for x in c.new_regressions:
+        lines.append(f"  regression: {x.series.metric} of {x.series.title} between commits "
+                     f"{x.commit_range} (first seen {x.when}): {x.point.change_pct:+.1f}% "
+                     f"({test_text(x)})")
+    return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(c: Changes) -> str:
+    lines = ["## scalebench history detect", "", f"**{_md(summary_line(c))}**", "",
+             f"Store `{_md(c.label)}`. A change point is a shift of a series' mean that PELT "
+             "proposes and that holds: the per-launch values of the segments on either side "
+             f"differ significantly (Mann-Whitney U at alpha {c.alpha:g}; a split whose sample "
+             "counts cannot reach it does not hold) by at least "
+             f"{c.min_magnitude:g}%. *new*: among the last {c.last} points.", ""]
+    rows = _table_rows(c)
+    if rows:
+        lines += ["| " + " | ".join(HEADER) + " |", "|---|---|---|---|---|---:|---:|---:|---|"]
+        for x, cells_ in zip(c.changes, rows, strict=True):
+            if x.verdict == "regression" and x.new:
+                cells_[0] = f"**{cells_[0]}**"
+            lines.append("| " + " | ".join(_md(v) for v in cells_) + " |")
+    else:
+        lines.append("No change point in any series.")
+    if c.too_short:
+        lines += [""] + [f"- {_md(s.metric)} of {_md(s.title)}: {_md(s.detection.too_short)}"
+                         for s in c.too_short]
+    lines.append("")
+    return "\n".join(lines)

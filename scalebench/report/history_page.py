@@ -1,0 +1,99 @@
+"""history.html: the trend figures and the change points of a history store as one
+self-contained page, in report.html's look (its CSS and helpers; figures as base64 PNG, no
+script, no network). Every string from the store (commits, configurations) goes through `esc`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from scalebench import history_changes as hc
+from scalebench.report.html import CSS, esc, image_tag, raw_table
+
+TITLE = "scalebench history"
+CAPTIONS = {
+    "history-throughput": "Images per second (all workers) per sweep, with 95% intervals; "
+                          "dashed: the mean of each segment between change points; triangles: "
+                          "change points (down: regression, up: improvement).",
+    "history-efficiency": "Scaling efficiency per sweep against the same launch of the "
+                          "one-worker run, with 95% intervals; dashed: segment means; "
+                          "triangles: change points.",
+}
+SECTIONS = (("changes", "Change points"), ("figures", "Trends"), ("series", "Series"),
+            ("method", "Method"))
+
+
+def _verdict(c: hc.Change) -> str:
+    if c.verdict == "regression":
+        css = "bad" if c.new else "noisy"
+        return f'<span class="badge {css}">{esc(c.verdict)}{" (new)" if c.new else ""}</span>'
+    return f'<span class="badge good">{esc(c.verdict)}</span>'
+
+
+def _changes(c: hc.Changes) -> str:
+    if not c.changes:
+        return "<p>No change point in any series.</p>"
+    rows = []
+    for x in c.changes:
+        cells = [esc(v) for v in hc.cells(x)]
+        cells[0] = _verdict(x)
+        rows.append(cells)
+    return raw_table(hc.HEADER, rows, frozenset({5, 6, 7}))
+
+
+def _figures(figures: Mapping[str, bytes]) -> str:
+    if not figures:
+        return "<p>No figures: no successful runs in the store.</p>"
+    return "\n".join(f'<figure id="fig-{esc(name)}">{image_tag(png, name + " figure")}'
+                     f"<figcaption>{esc(CAPTIONS.get(name, name))}</figcaption></figure>"
+                     for name, png in figures.items())
+
+
+def _series(c: hc.Changes) -> str:
+    rows = []
+    for s in c.series:
+        latest = s.detection.segments[-1] if s.detection.segments else None
+        rows.append([esc(s.metric), esc(s.title), esc(len(s.points)),
+                     esc(len(s.detection.change_points)),
+                     esc(hc.value_text(s.metric, latest)) if latest else "–",
+                     esc(s.detection.too_short) or ""])
+    return raw_table(["metric", "configuration", "points", "change points", "latest segment",
+                      "note"], rows, frozenset({2, 3, 4}))
+
+
+def _method(c: hc.Changes) -> str:
+    return (f"<p>A point is one sweep; its samples are its per-launch values. ruptures' PELT "
+            f"search proposes where a series' mean shifts; a proposal holds when the per-launch "
+            f"values of the segments on either side differ significantly (Mann-Whitney U at "
+            f"alpha {esc(f'{c.alpha:g}')}; a split whose sample counts cannot reach it does not "
+            f"hold) by at least {esc(f'{c.min_magnitude:g}')}%. A regression among the last "
+            f"{esc(c.last)} points is new and fails <code>history detect</code>. Commits A..B: "
+            "the last commit measured before the change and the first after it.</p>")
+
+
+def page(c: hc.Changes, figures: Mapping[str, bytes]) -> str:
+    """figures: name -> PNG bytes, embedded as base64."""
+    failed = bool(c.new_regressions)
+    summary = (f'<p><span class="badge {"bad" if failed else "good"}">'
+               f'{"regression" if failed else "passed"}</span> {esc(hc.summary_line(c))}</p>')
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f"<title>{TITLE}</title><style>{CSS}</style></head><body>", f"<h1>{TITLE}</h1>",
+             f'<p class="sub">{esc(c.label)}</p>', summary,
+             "<nav>" + "".join(f'<a href="#{key}">{title}</a>' for key, title in SECTIONS)
+             + "</nav>"]
+    bodies = {"changes": _changes(c), "figures": _figures(figures), "series": _series(c),
+              "method": _method(c)}
+    for key, title in SECTIONS:
+        parts += [f'<h2 id="{key}">{title}</h2>', bodies[key]]
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def write(c: hc.Changes, out_dir: Path, figure_paths: list[Path]) -> Path:
+    """history.html next to the figures it embeds."""
+    figures = {p.stem: p.read_bytes() for p in figure_paths}
+    path = out_dir / "history.html"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(page(c, figures), encoding="utf-8")
+    return path

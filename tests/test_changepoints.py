@@ -1,0 +1,220 @@
+"""Change points on fabricated histories with known answers: the detector alone, then through a
+history store and the `history detect` command (exit codes, markdown, older rows)."""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+
+import pytest
+
+from scalebench import changepoints, cli, history, history_changes
+from tests.conftest import fake_record, launches, read_records
+
+NOISE = 0.02  # relative noise of a launch's mean
+
+
+def noisy(levels, seed: int = 1, per_point: int = 1) -> list[tuple[float, ...]]:
+    rng = random.Random(seed)
+    return [tuple(level * (1 + rng.gauss(0, NOISE)) for _ in range(per_point)) for level in levels]
+
+
+def step(n_before: int, n_after: int, factor: float, level: float = 100.0) -> list[float]:
+    return [level] * n_before + [level * factor] * n_after
+
+
+# ---------------------------------------------------------------- the detector alone
+
+def test_one_step_is_found_where_it_is():
+    d = changepoints.detect(noisy(step(8, 8, 0.9)))
+    (c,) = d.change_points
+    assert c.index == 8 and c.direction == "decrease"
+    assert c.change_pct == pytest.approx(-10, abs=2.5)
+    assert c.before.points == 8 and c.after.points == 8 and c.difference.significant
+    assert [(s.start, s.stop) for s in d.segments] == [(0, 8), (8, 16)]
+
+
+def test_two_steps_are_two_change_points():
+    d = changepoints.detect(noisy(step(7, 0, 1) + [90.0] * 7 + [80.0] * 7, seed=2))
+    assert [c.index for c in d.change_points] == [7, 14]
+    assert all(c.direction == "decrease" for c in d.change_points)
+
+
+def test_noise_only_has_no_change_point():
+    d = changepoints.detect(noisy([100.0] * 30))
+    assert d.change_points == () and len(d.segments) == 1 and not d.too_short
+    # and rarely any: 2 in 600 noise-only points, either direction (benchmarks/change_points.py
+    # measures the rate on 20,000)
+    assert sum(len(changepoints.detect(noisy([100.0] * 30, seed=s)).change_points)
+               for s in range(20)) <= 2
+
+
+def test_three_points_are_too_short_to_judge():
+    d = changepoints.detect([(100.0,), (100.0,), (50.0,)])
+    assert d.change_points == () and d.segments == ()
+    assert d.too_short == "3 points: too short to find a change (needs 4, 2 on each side)"
+
+
+def test_launches_within_a_point_are_its_samples():
+    # 6 points of 3 launches a side: 18 samples against 18, not 6 means against 6
+    points = noisy(step(6, 6, 0.97), seed=2, per_point=3)
+    (many,) = changepoints.detect(points, min_magnitude=1).change_points
+    (means,) = changepoints.detect([(statistics.fmean(p),) for p in points],
+                                   min_magnitude=1).change_points
+    assert many.index == means.index == 6
+    assert (many.before.summary.n, means.before.summary.n) == (18, 6)
+    assert many.difference.p_value < means.difference.p_value / 10
+
+
+def test_a_change_below_the_minimum_magnitude_is_not_one():
+    levels = step(10, 10, 0.97)
+    values = [(v,) for v in levels]  # no noise: any step is significant
+    assert [c.index for c in changepoints.detect(values, min_magnitude=2).change_points] == [10]
+    assert changepoints.detect(values, min_magnitude=5).change_points == ()
+
+
+def test_a_constant_series_has_none():
+    assert changepoints.detect([(5.0,)] * 10).change_points == ()
+
+
+# ---------------------------------------------------------------- through a history store
+
+def add_series(store, factors, seed: int = 1, start_day: int = 1, commit_prefix: str = "",
+               **fields):
+    """One sweep (1 and 2 workers, 3 trials each) per factor, commit <prefix>c<i>, a day apart."""
+    rng = random.Random(seed)
+    for i, factor in enumerate(factors):
+        records = []
+        for w, base in ((1, 10.0), (2, 19.0)):
+            mean = base * factor * (1 + rng.gauss(0, NOISE))
+            records.append(fake_record(tuple(mean * (1 + rng.gauss(0, 0.005)) for _ in range(3)),
+                                       world_size=w, env={"git_commit": f"{commit_prefix}c{i}"},
+                                       timestamp=f"2026-01-{start_day + i:02d}T00:00:00+0000",
+                                       **fields))
+        history.add(store, records)
+    return store
+
+
+def main(capsys, *argv) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_step_in_the_history_names_its_commit_range(tmp_path):
+    store = add_series(tmp_path / "h.jsonl", [1.0] * 7 + [0.9] * 7)
+    rows, _ = history.load_store(store)
+    found = history_changes.find(rows, "throughput", last=7)
+    assert [(s.line, len(s.points)) for s in found.series] == [(("ddp", 1, 1), 14),
+                                                              (("ddp", 2, 1), 14)]
+    assert [(c.series.line, c.commit_range, c.verdict, c.new) for c in found.changes] == [
+        (("ddp", 1, 1), "c6..c7", "regression", True), (("ddp", 2, 1), "c6..c7", "regression", True)]
+    assert found.exit_code == 1
+    # efficiency: both lines moved together, the ratio did not
+    assert history_changes.find(rows, "efficiency").changes == []
+    # once 8 points have come after it, the regression is old: the gate passes
+    assert history_changes.find(rows, "throughput", last=6).exit_code == 0
+
+
+def test_an_improvement_is_not_a_regression(tmp_path, capsys):
+    store = add_series(tmp_path / "h.jsonl", [1.0] * 6 + [1.1] * 4)
+    code, out, _ = main(capsys, "history", "detect", "--store", str(store))
+    assert code == 0
+    assert out.count("improvement  new") == 2 and "REGRESSION" not in out
+    assert "passed: no regression among the last 5 points" in out
+
+
+def test_detect_exit_1_names_the_range_and_writes_markdown(tmp_path, capsys, monkeypatch):
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    store = add_series(tmp_path / "h.jsonl", [1.0] * 6 + [0.85] * 4)
+    md = tmp_path / "out" / "detect.md"
+    code, out, _ = main(capsys, "history", "detect", "--store", str(store), "--markdown", str(md),
+                        "--metric", "throughput")
+    assert code == 1
+    assert "FAILED: 2 new regressions among the last 5 points" in out
+    assert out.count("regression: throughput of inception_v3 fp32 b2 75px cpu weak ddp x") == 2
+    assert "between commits c5..c6 (first seen 2026-01-07T00:00:00+00:00)" in out
+    text = md.read_text()
+    assert text.startswith("## scalebench history detect")
+    assert "| **REGRESSION** | new | throughput | inception_v3 fp32 b2 75px cpu weak ddp x1 | " \
+        "c5..c6 |" in text
+    assert summary.read_text() == text + "\n"
+    # only the last 3 points are new: the change at the 7th of 10 is older
+    assert main(capsys, "history", "detect", "--store", str(store), "--last", "3")[0] == 0
+
+
+def test_detect_on_noise_and_on_a_short_history_exits_0(tmp_path, capsys):
+    store = add_series(tmp_path / "noise.jsonl", [1.0] * 12, seed=5)
+    code, out, _ = main(capsys, "history", "detect", "--store", str(store))
+    assert code == 0 and "3 series, 0 change points" in out
+    short = add_series(tmp_path / "short.jsonl", [1.0, 1.0, 0.5])
+    code, out, _ = main(capsys, "history", "detect", "--store", str(short))
+    assert code == 0
+    assert out.count("3 points: too short to find a change (needs 4, 2 on each side)") == 3
+    assert "3 too short" in out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--metric", "latency"], "--metric: unknown metric 'latency'; allowed: throughput, "
+                              "efficiency"),
+    (["--alpha", "1.5"], "--alpha: must lie between 0 and 1"),
+    (["--min-magnitude", "-1"], "--min-magnitude: must be a percentage >= 0"),
+    (["--last", "0"], "--last: must be a number of points >= 1"),
+])
+def test_detect_bad_input_exits_2(tmp_path, capsys, argv, words):
+    store = add_series(tmp_path / "h.jsonl", [1.0] * 4)
+    code, _, err = main(capsys, "history", "detect", "--store", str(store), *argv)
+    assert code == 2 and words in err and len(err.strip().splitlines()) == 1
+
+
+def test_detect_on_a_missing_or_empty_store_exits_2(tmp_path, capsys):
+    code, _, err = main(capsys, "history", "detect", "--store", str(tmp_path / "none.jsonl"))
+    assert code == 2 and "does not exist" in err
+    store = tmp_path / "failed.jsonl"
+    history.add(store, [fake_record(status="failed", error="boom")])
+    code, _, err = main(capsys, "history", "detect", "--store", str(store))
+    assert code == 2 and "holds no successful run" in err
+
+
+def test_rows_older_than_change_points_still_load(tmp_path, capsys):
+    # rows as the first stores wrote them: no launch fields, step options, global batch or
+    # efficiency samples
+    store = add_series(tmp_path / "h.jsonl", [1.0] * 6 + [0.85] * 6)
+    old = []
+    for row in read_records(store):
+        for name in ("step_options", "options", "global_batch", "repeat", "repeats",
+                     "order_seed", "efficiency_samples", "efficiency"):
+            row.pop(name)
+        old.append(row)
+    store.write_text("".join(json.dumps(r) + "\n" for r in old))
+    code, out, _ = main(capsys, "history", "detect", "--store", str(store), "--last", "6")
+    assert code == 1 and out.count("c5..c6") >= 2
+
+
+def test_repeated_launches_are_one_point_with_their_samples(tmp_path):
+    store = tmp_path / "h.jsonl"
+    rng = random.Random(3)
+    for i in range(8):
+        factor = 1.0 if i < 4 else 0.9
+        per_launch = [[10.0 * factor * (1 + rng.gauss(0, NOISE))] * 3 for _ in range(3)]
+        history.add(store, launches(per_launch, order_seed=100 + i, hour=i,
+                                    env={"git_commit": f"c{i}"}))
+    rows, _ = history.load_store(store)
+    (s,) = history_changes.find(rows, "throughput").series
+    assert len(s.points) == 8
+    (c,) = s.changes
+    assert c.commit_range == "c3..c4" and c.point.before.summary.n == 12  # 4 points x 3 launches
+
+
+def test_plot_draws_segments_and_writes_the_page(tmp_path, capsys):
+    store = add_series(tmp_path / "h.jsonl", [1.0] * 6 + [0.85] * 6)
+    out_dir = tmp_path / "plots"
+    code, out, _ = main(capsys, "history", "plot", "--store", str(store), "--out", str(out_dir),
+                        "--last", "6")
+    assert code == 0 and f"wrote {out_dir / 'history.html'}" in out
+    assert out.count("change point: throughput") == 2 and "regression:" not in out
+    text = (out_dir / "history.html").read_text()
+    assert text.count('<img src="data:image/png;base64,') == 2
+    assert "c5..c6" in text and "regression (new)" in text

@@ -1,0 +1,75 @@
+"""A real history: 12 one-worker DDP sweeps (torchrun), the last 4 of them slowed by a busy
+process competing for a core that the records cannot see. History A, the first 8 (all clean):
+no change point, exit 0. History B, the first 4 clean then the 4 slowed: `history detect`
+names the commit range where the slowdown began, exit 1."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from scalebench import cli
+from tests.conftest import read_records
+from tests.test_ddp import run_sweep
+
+pytestmark = pytest.mark.slow
+
+CLEAN, SLOWED = 8, 4
+# a slowdown beside the sweep costs far more than this on 2 cores (measured: see the assert)
+MIN_MAGNITUDE = "10"
+
+
+def sweep(out) -> dict:
+    proc = run_sweep(out, "--models", "inception_v3", "--workers", "1", "--no-breakdown",
+                     trials=3)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (record,) = read_records(out / "results.jsonl")
+    assert record["status"] == "ok", record.get("error")
+    return record
+
+
+def mean(record: dict) -> float:
+    return statistics.fmean(record["trial_images_per_sec"])
+
+
+def detect(capsys, store) -> tuple[int, str]:
+    code = cli.main(["history", "detect", "--store", str(store), "--metric", "throughput",
+                     "--min-magnitude", MIN_MAGNITUDE])
+    return code, capsys.readouterr().out
+
+
+def test_a_slowdown_the_records_cannot_see_is_found_at_its_commit(tmp_path, capsys):
+    clean = [tmp_path / f"clean{i}" for i in range(CLEAN)]
+    slowed = [tmp_path / f"slowed{i}" for i in range(SLOWED)]
+    clean_records = [sweep(out) for out in clean]
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        slowed_records = [sweep(out) for out in slowed]
+    finally:
+        busy.kill()
+        busy.wait()
+    before = statistics.median(mean(r) for r in clean_records)
+    after = statistics.median(mean(r) for r in slowed_records)
+    assert after < 0.8 * before, (f"the busy process did not slow the sweeps measurably "
+                                  f"({before:.3g} -> {after:.3g} img/s): is the machine loaded?")
+
+    store_a, store_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for i, out in enumerate(clean):
+        assert cli.main(["history", "add", str(out), "--store", str(store_a), "--commit",
+                         f"commit{i}"]) == 0
+    for i, out in enumerate(clean[:SLOWED] + slowed):
+        assert cli.main(["history", "add", str(out), "--store", str(store_b), "--commit",
+                         f"commit{i}"]) == 0
+    capsys.readouterr()
+
+    code, out = detect(capsys, store_a)
+    assert code == 0, out
+    assert "8 points, 0 change points" in out
+
+    code, out = detect(capsys, store_b)
+    assert code == 1, out
+    assert "8 points, 1 change point" in out
+    assert "between commits commit3..commit4" in out
