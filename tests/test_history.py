@@ -241,7 +241,8 @@ def test_each_sweep_is_its_own_point(tmp_path, capsys, with_ids):
     assert [p.judgement.verdict if p.judgement else None for p in points] == [
         None, "regression", "unchanged"]
     assert points[1].judgement.change_pct == pytest.approx(-30.0)
-    code, out, _ = main(capsys, "history", "plot", "--store", str(store), "--out", str(tmp_path))
+    code, out, _ = main(capsys, "history", "plot", "--store", str(store), "--out", str(tmp_path),
+                        "--point-to-point")
     [mark] = [line for line in out.splitlines() if line.startswith("regression:")]
     assert "(commit A" in mark and "-30.0% vs the previous point" in mark
     assert ("sweep 20260102T000000-00000002" in mark) == with_ids
@@ -264,7 +265,8 @@ def test_rows_keep_sweep_id_warnings_and_faults(tmp_path, capsys):
     assert history.line_label(("ddp", 2, 1, label)) == f"ddp [{label}] x2"
     faster = lines[("ddp", 1, 1)][1]
     assert faster.judgement.verdict == "improvement" and faster.warnings == (warning,)
-    code, out, _ = main(capsys, "history", "plot", "--store", str(store), "--out", str(tmp_path))
+    code, out, _ = main(capsys, "history", "plot", "--store", str(store), "--out", str(tmp_path),
+                        "--point-to-point")
     [note] = [line for line in out.splitlines() if line.startswith("note:")]
     assert "(commit abc123, sweep s2)" in note and "(improvement;" in note and warning in note
 
