@@ -15,7 +15,7 @@ from scalebench import cli
 from tests.conftest import read_records
 from tests.test_ddp import run_sweep
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 CLEAN, SLOWED = 8, 4
 # a slowdown beside the sweep costs far more than this on 2 cores (measured: see the assert)

@@ -270,6 +270,7 @@ def _vet_json(out):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # its verdicts compare timings across nodes sharing these cores
 def test_vet_without_a_fault_cordons_no_node(four_nodes, tmp_path):
     proc = _vet(four_nodes, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -290,6 +291,7 @@ def test_vet_without_a_fault_cordons_no_node(four_nodes, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # its verdicts compare timings across nodes sharing these cores
 def test_vet_finds_a_delayed_link_and_keeps_both_nodes(four_nodes, tmp_path):
     proc = _vet(four_nodes, tmp_path, "--inject-link-delay", "sb1:sb2:0.02")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -301,6 +303,7 @@ def test_vet_finds_a_delayed_link_and_keeps_both_nodes(four_nodes, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # its verdicts compare timings across nodes sharing these cores
 def test_sweep_vets_first_cordons_the_slowed_node_and_runs_without_it(four_nodes, tmp_path):
     """`sweep --launcher slurm --vet` with sb3 slowed by 50% (the workload's [vet] table): only
     sb3 is cordoned, as a slow compute node; the 3-worker run goes on sb1, sb2 and sb4, the
