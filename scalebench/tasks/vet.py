@@ -70,12 +70,18 @@ class VetSpec:
         object.__setattr__(self, "link_delay", tuple(tuple(x) for x in self.link_delay))
 
     def faults(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.node_slowdown:
-            out["node_slowdown"] = {node: fraction for node, fraction in self.node_slowdown}
-        if self.link_delay:
-            out["link_delay_seconds"] = {f"{a}:{b}": s for a, b, s in self.link_delay}
-        return out
+        return injected_faults(self.node_slowdown, self.link_delay)
+
+
+def injected_faults(node_slowdown: tuple[tuple[str, float], ...],
+                    link_delay: tuple[tuple[str, str, float], ...]) -> dict[str, Any]:
+    """The fault injections as vet.json and the records carry them (empty: none)."""
+    out: dict[str, Any] = {}
+    if node_slowdown:
+        out["node_slowdown"] = {node: fraction for node, fraction in node_slowdown}
+    if link_delay:
+        out["link_delay_seconds"] = {f"{a}:{b}": s for a, b, s in link_delay}
+    return out
 
 
 # ---------------------------------------------------------------- worker side

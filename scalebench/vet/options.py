@@ -40,12 +40,9 @@ class VetOptions:
     link_delay: tuple[tuple[str, str, float], ...] = ()  # fault injection: (a, b, seconds)
 
     def faults(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.node_slowdown:
-            out["node_slowdown"] = {node: fraction for node, fraction in self.node_slowdown}
-        if self.link_delay:
-            out["link_delay_seconds"] = {f"{a}:{b}": s for a, b, s in self.link_delay}
-        return out
+        from scalebench.tasks.vet import injected_faults
+
+        return injected_faults(self.node_slowdown, self.link_delay)
 
 
 def node_slowdown(value: Any) -> tuple[tuple[str, float], ...]:
