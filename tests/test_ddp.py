@@ -122,7 +122,8 @@ def check_real_mfu(out: Path, records: list[dict], rows: list[dict]) -> None:
     if CHROMIUM:
         (out / "browser").mkdir()  # the probe's copy lies away from the PNG files
         found = browser_check(out / "report.html", out / "browser")
-        assert_figures_loaded(found, ("efficiency", "throughput", "mfu", "waterfall"))
+        # bounds: the shared sweep has --with-allreduce, so the scaling model has a link
+        assert_figures_loaded(found, ("efficiency", "throughput", "mfu", "waterfall", "bounds"))
 
 
 def results_cores() -> int:
