@@ -1,5 +1,5 @@
-"""A real history: 12 one-worker DDP sweeps (torchrun), the last 4 of them slowed by a busy
-process competing for a core that the records cannot see. History A, the first 8 (all clean):
+"""A real history: 12 one-worker DDP sweeps (torchrun), the last 4 of them slowed by two busy
+processes competing for the cores, which the records cannot see. History A, the first 8 (all clean):
 no change point, exit 0. History B, the first 4 clean then the 4 slowed: `history detect`
 names the commit range where the slowdown began, exit 1."""
 
@@ -23,8 +23,11 @@ MIN_MAGNITUDE = "10"
 
 
 def sweep(out) -> dict:
+    # one thread: two busy processes beside it then take a third of its core, where with two
+    # threads one busy process stalled every parallel region and the slowed sweeps took 30 x as
+    # long (480 s for the test)
     proc = run_sweep(out, "--models", "inception_v3", "--workers", "1", "--no-breakdown",
-                     trials=3)
+                     "--threads-per-worker", "1", trials=3)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record,) = read_records(out / "results.jsonl")
     assert record["status"] == "ok", record.get("error")
@@ -45,12 +48,16 @@ def test_a_slowdown_the_records_cannot_see_is_found_at_its_commit(tmp_path, caps
     clean = [tmp_path / f"clean{i}" for i in range(CLEAN)]
     slowed = [tmp_path / f"slowed{i}" for i in range(SLOWED)]
     clean_records = [sweep(out) for out in clean]
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # each in a session of its own, as the sweep's workers are: the kernel shares the cores
+    # between sessions (autogroups) before it shares them between processes
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+            for _ in range(2)]
     try:
         slowed_records = [sweep(out) for out in slowed]
     finally:
-        busy.kill()
-        busy.wait()
+        for proc in busy:
+            proc.kill()
+            proc.wait()
     before = statistics.median(mean(r) for r in clean_records)
     after = statistics.median(mean(r) for r in slowed_records)
     assert after < 0.8 * before, (f"the busy process did not slow the sweeps measurably "
