@@ -261,7 +261,7 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         "wrapped_window_seconds": None if wrapped is None else [wrapped.seconds],
         "math": math_settings(device),
         "step": dict(STEP_RULES),
-        "faults": faults(spec),
+        "faults": spec.faults(),
         "profile": profile_path,
         "aux_logits": aux,
         "build_start_unix": build_start_unix,
@@ -300,16 +300,6 @@ class FreshStart:
         torch.set_rng_state(self.cpu_rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state(self.cuda_rng, self.device)
-
-
-def faults(spec) -> dict[str, Any]:
-    """The fault injections this run had (empty: none, the normal case)."""
-    out: dict[str, Any] = {}
-    if spec.fault_step_delay and spec.fault_rank is not None:
-        out["step_delay"] = {"rank": spec.fault_rank, "seconds": spec.fault_step_delay}
-    if spec.fault_input_delay:
-        out["input_delay_seconds"] = spec.fault_input_delay
-    return out
 
 
 def profile_window(step: Step, iters: int, comm: Comm, device, run_dir: Path) -> str | None:

@@ -50,9 +50,11 @@ def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcom
     the device's peak FLOP/s at each precision, execute them, then write summary, figures and
     reports."""
     device = devices.resolve(sweep.device)
-    train.plan(sweep, device)  # every input error before the vetting spends time
+    jobs = train.plan(sweep, device)  # every input error before a vetting spends time
     vetting = vet_first(sweep)
-    jobs = peak.with_peaks(train.plan(sweep, device, vetting), device)  # before any launch
+    if vetting is not None:  # the same plan, placed on the vetted nodes
+        jobs = train.plan(sweep, device, vetting)
+    jobs = peak.with_peaks(jobs, device)  # before any launch
     if sweep.with_allreduce:
         jobs = allreduce_jobs(sweep, device, vetting) + jobs
     progress = progress or Progress(len(jobs), live=False if sweep.quiet else None)

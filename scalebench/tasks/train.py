@@ -66,6 +66,15 @@ class TrainSpec:
     datasheet_peak_flops: float | None = None
     datasheet_peak_source: str | None = None
 
+    def faults(self) -> dict[str, Any]:
+        """The fault injections this run has (empty: none, the normal case)."""
+        out: dict[str, Any] = {}
+        if self.fault_step_delay and self.fault_rank is not None:
+            out["step_delay"] = {"rank": self.fault_rank, "seconds": self.fault_step_delay}
+        if self.fault_input_delay:
+            out["input_delay_seconds"] = self.fault_input_delay
+        return out
+
 
 # field -> allowed types, beyond records.COMMON_FIELDS and LAUNCH_FIELDS
 FIELDS: dict[str, tuple[type, ...]] = {
@@ -398,13 +407,12 @@ class TrainTask(Task):
 
 def job_record_shape(job: Job) -> dict[str, Any]:
     """The fields a job's record will carry that identify it (for resume keys)."""
-    from scalebench import measure
     from scalebench.tasks.base import spec_dict
 
     launch = job.launch
     return {"kind": job.kind, "framework": launch.framework, "world_size": launch.world_size,
             "nodes": launch.nodes, "device": launch.device, "options": launch.options_dict(),
-            "repeat": job.repeat, "faults": measure.faults(job.task), **spec_dict(job)}
+            "repeat": job.repeat, "faults": job.task.faults(), **spec_dict(job)}
 
 
 TASK = TrainTask()
