@@ -9,17 +9,24 @@ backward, in training mode.
 It runs on the meta device: shapes only, no data, no arithmetic, so a count costs a fraction of
 a second and nothing of the machine being measured. The counter's formulas depend on shapes
 alone, so the count equals one on real tensors (a test checks). Counted once per model, input
-size and aux head in a process (cached), at plan time, before anything is launched.
+size and aux head, at plan time, before anything is launched; the count is kept in a file
+(cache_path(): per torch and torchvision version) so that later sweeps on this machine read it
+instead of building the model again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from scalebench import workloads
 
 COUNT_BATCH = 2  # batch norm in training mode needs two images; counts are per image
+COUNT_VERSION = 1  # bump when what is counted changes: older cached counts are then not read
 
 
 @dataclass(frozen=True)
@@ -73,9 +80,60 @@ def count_step(module, image_size: int, batch: int = COUNT_BATCH, device: str = 
     return forward / batch, (forward + counter.get_total_flops()) / batch
 
 
+def cache_path() -> Path:
+    """$SCALEBENCH_CACHE (default ~/.cache/scalebench)/flops-torch<v>-torchvision<v>.json: a
+    count depends on the model code and the counter, so on both versions (read without
+    importing torchvision)."""
+    from importlib.metadata import version
+
+    root = Path(os.environ.get("SCALEBENCH_CACHE") or Path.home() / ".cache" / "scalebench")
+    return root / f"flops-torch{version('torch')}-torchvision{version('torchvision')}.json"
+
+
+def _cache_key(model: str, image_size: int, aux_logits: bool) -> str:
+    return f"{COUNT_VERSION}:{model}:{image_size}:{int(aux_logits)}:{COUNT_BATCH}"
+
+
+def _read_cache() -> dict:
+    try:
+        data = json.loads(cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_cache(key: str, count: Count) -> None:
+    """Best effort (a read-only home must not stop a sweep); atomic, so that concurrent sweeps
+    never read half a file."""
+    path = cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {**_read_cache(), key: dataclasses.asdict(count)}
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        tmp.replace(path)
+    except OSError:
+        pass
+
+
 @functools.cache
 def train_flops(model: str, image_size: int, aux_logits: bool) -> Count:
-    """The counted FLOPs of one training step per image (cached per process)."""
+    """The counted FLOPs of one training step per image (cached in the process and in
+    cache_path())."""
+    key = _cache_key(model, image_size, aux_logits)
+    cached = _read_cache().get(key)
+    if isinstance(cached, dict):
+        try:
+            return Count(**cached)
+        except TypeError:  # written by another layout of Count: count again
+            pass
+    count = count_train_flops(model, image_size, aux_logits)
+    _write_cache(key, count)
+    return count
+
+
+def count_train_flops(model: str, image_size: int, aux_logits: bool) -> Count:
+    """Count now, on the meta device (no cache)."""
     import torch
 
     forward, total = count_step(_meta_model(model, image_size, aux_logits), image_size)

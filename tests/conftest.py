@@ -15,6 +15,27 @@ REPO = Path(__file__).resolve().parent.parent
 TINY = {"batch_size": 2, "image_size": 75, "warmup": 1, "iters": 1, "trials": 2, "timeout": 300}
 
 
+def pytest_configure(config):
+    """One cache folder for the whole test session (FLOPs counts: scalebench.flops), shared by
+    the xdist workers and every process a test starts, never the user's ~/.cache: the first
+    sweep counts, the rest read. The controller makes it before the workers start, and they
+    inherit it."""
+    if not os.environ.get("SCALEBENCH_TEST_CACHE"):
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="scalebench-test-cache-")
+        os.environ["SCALEBENCH_TEST_CACHE"] = os.environ["SCALEBENCH_CACHE"] = folder
+        config._scalebench_cache = folder
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_scalebench_cache", None)
+    if folder:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def read_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
@@ -23,6 +44,17 @@ def cli_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def sweep_here(cmd: list[str]) -> int:
+    """Run a `python -m scalebench sweep ...` command line in this process (its exit code):
+    the test process has torch and the harness imported already, so a sweep costs its own
+    launches (real torchrun, Ray, ... processes, as from the command line) and not a second
+    start-up. For tests that run many sweeps and read only their files."""
+    from scalebench import cli
+
+    assert cmd[1:4] == ["-m", "scalebench", "sweep"], cmd
+    return cli.main(cmd[3:])
 
 
 @pytest.fixture(autouse=True)

@@ -30,7 +30,7 @@ def test_counted_flops_match_torchvision_published_figures():
         # the recorded count is the training step: forward, loss and backward (the backward
         # computes gradients of activations and weights, about twice the forward; the first
         # convolution needs no input gradient, so a little less)
-        step = flops.for_run(model, native)
+        step = flops.count_train_flops(model, native, workloads.uses_aux_logits(model, native))
         assert 1.95 < step.backward_to_forward < 2.0, model
         assert step.forward_flops_per_image == pytest.approx(
             flops.inference_flops(model, native), rel=0.01 if model != "inception_v3" else 0.05)
@@ -41,8 +41,33 @@ def test_meta_device_count_equals_a_count_on_real_tensors():
     # VGG-16 at 32 px: convolutions and matrix products, the two kinds counted, in a second
     module, _ = workloads.build_model("vgg16", 32)
     forward, total = flops.count_step(module, 32, device="cpu")
-    counted = flops.for_run("vgg16", 32)
+    counted = flops.count_train_flops("vgg16", 32, False)
     assert (forward, total) == (counted.forward_flops_per_image, counted.flops_per_image)
+
+
+def test_a_count_is_kept_per_torch_and_torchvision_version_and_read_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path))
+    flops.train_flops.cache_clear()
+    counted = []
+    real = flops.count_train_flops
+    monkeypatch.setattr(flops, "count_train_flops",
+                        lambda *args: counted.append(args) or real(*args))
+    try:
+        first = flops.for_run("vgg16", 32)
+        assert counted == [("vgg16", 32, False)]
+        path = flops.cache_path()
+        assert path.parent == tmp_path and "torch" in path.name and "torchvision" in path.name
+        flops.train_flops.cache_clear()  # a later sweep: a new process
+        assert flops.for_run("vgg16", 32) == first and len(counted) == 1
+        path.write_text("{not json")  # a damaged file is counted again, and rewritten
+        flops.train_flops.cache_clear()
+        assert flops.for_run("vgg16", 32) == first and len(counted) == 2
+        assert json.loads(path.read_text())
+        monkeypatch.setattr(flops, "COUNT_VERSION", flops.COUNT_VERSION + 1)
+        flops.train_flops.cache_clear()  # another way of counting: the old entry is not read
+        assert flops.for_run("vgg16", 32) == first and len(counted) == 3
+    finally:
+        flops.train_flops.cache_clear()
 
 
 def test_inception_counts_its_aux_head_only_where_the_run_builds_it():

@@ -187,8 +187,9 @@ def test_timeout_kills_the_driver_and_ray_stops_its_workers(tmp_path, two_nodes)
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
+        # a second of input wait per batch: the run waits for its timeout asleep
         [record] = sweep(tmp_path / "out", workers="2", iters=1000, timeout=40,
-                         ray={"address": two_nodes})
+                         inject_input_delay=1, ray={"address": two_nodes})
     finally:
         stop.set()
         watcher.join()

@@ -389,10 +389,12 @@ def test_time_limit_is_timeout_and_scancel_is_failed_and_the_sweep_goes_on(one_n
     out = tmp_path / "limits"
     env = slurm_env(one_node)
     # two runs that would train for ever: the first is scancel'd, the second hits the step's
-    # time limit (the 60 s timeout: 1 minute; Slurm checks about every 30 s)
+    # time limit (the 60 s timeout: 1 minute; Slurm checks about every 30 s). A second of
+    # input wait per batch: they wait out the limit asleep, leaving the cores to other tests.
     sweep = subprocess.Popen(["salloc", "--ntasks=2", "--quiet",
                               *sweep_args(out, "--frameworks", "ddp", "--workers", "1,2",
-                                          iters=1000000, timeout=60)],
+                                          "--inject-input-delay", "1", iters=1000000,
+                                          timeout=60)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         first = out / "runs"
