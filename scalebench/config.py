@@ -55,6 +55,7 @@ class SweepSpec:
     breakdown: bool = True  # no-sync windows at N > 1 workers for the scaling-loss breakdown
     with_allreduce: bool = False  # measure each framework's allreduce first (link for the model)
     profile: bool = False  # a torch.profiler trace of one window on rank 0 per run
+    report: bool = True  # summary, figures and reports after the runs (else records only)
     vet: Any = None  # vet.options.VetOptions: vet the allocation first, run on vetted nodes
     vet_file: str | None = None  # an earlier vetting (vet.json) of this Slurm job to place by
     # Fault injection, off by default (tests of the breakdown): a delay after every step on one
@@ -99,6 +100,7 @@ _TOP_FIELDS: dict[str, Any] = {
     "breakdown": lambda v: fields.boolean("breakdown", v),
     "with_allreduce": lambda v: fields.boolean("with_allreduce", v),
     "profile": lambda v: fields.boolean("profile", v),
+    "report": lambda v: fields.boolean("report", v),
     "vet_file": lambda v: fields.text("vet_file", v),
     "inject_step_delay": lambda v: _step_delay(v),
     "inject_input_delay": lambda v: fields.number("inject_input_delay", v, 0),

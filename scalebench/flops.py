@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalebench import workloads
+from scalebench import atomic, workloads
 
 COUNT_BATCH = 2  # batch norm in training mode needs two images; counts are per image
 COUNT_VERSION = 1  # bump when what is counted changes: older cached counts are then not read
@@ -109,9 +109,7 @@ def _write_cache(key: str, count: Count) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = {**_read_cache(), key: dataclasses.asdict(count)}
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        tmp.replace(path)
+        atomic.write_json(path, data, indent=1, sort_keys=True)
     except OSError:
         pass
 

@@ -48,7 +48,7 @@ def allreduce_jobs(sweep: SweepSpec, device: devices.DeviceInfo, vetting=None) -
 def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcome:
     """Plan the training runs (and with --with-allreduce the link measurements first), measure
     the device's peak FLOP/s at each precision, execute them, then write summary, figures and
-    reports."""
+    reports (unless the sweep asks for records only)."""
     device = devices.resolve(sweep.device)
     jobs = train.plan(sweep, device)  # every input error before a vetting spends time
     vetting = vet_first(sweep)
@@ -65,7 +65,7 @@ def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcom
                             vetting=None if vetting is None else vetting.record_field())
     outcome = SweepOutcome(done.out_dir, done.records, done.skipped_existing,
                            interrupted=done.interrupted)
-    if done.results_path.is_file():
+    if sweep.report and done.results_path.is_file():
         from scalebench import report
 
         records, problems = results.load([done.results_path])

@@ -30,9 +30,12 @@ def sweep(out) -> dict:
     # one thread: busy processes beside it then take a share of its core, where with two threads
     # one busy process stalled every parallel region and the slowed sweeps took 30 x as long
     # (480 s for the test). In this process: 12 sweep start-ups fewer.
+    # Records only (--no-report): history reads nothing else.
     code = sweep_here(sweep_cmd(out, "--models", "inception_v3", "--workers", "1",
-                                "--no-breakdown", "--threads-per-worker", "1", trials=3))
+                                "--no-breakdown", "--threads-per-worker", "1", "--no-report",
+                                trials=3))
     assert code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["results.jsonl", "runs"]
     (record,) = read_records(out / "results.jsonl")
     assert record["status"] == "ok", record.get("error")
     return record

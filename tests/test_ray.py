@@ -187,14 +187,15 @@ def test_timeout_kills_the_driver_and_ray_stops_its_workers(tmp_path, two_nodes)
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        # a second of input wait per batch: the run waits for its timeout asleep
-        [record] = sweep(tmp_path / "out", workers="2", iters=1000, timeout=40,
+        # a second of input wait per batch: the run waits for its timeout asleep. 60 s: beside
+        # the other tests, a 40 s timeout once came before the worker group had started.
+        [record] = sweep(tmp_path / "out", workers="2", iters=1000, timeout=60,
                          inject_input_delay=1, ray={"address": two_nodes})
     finally:
         stop.set()
         watcher.join()
     assert record["status"] == "timeout", record["error"]
-    assert "no result within the 40 s timeout" in record["error"]
+    assert "no result within the 60 s timeout" in record["error"]
     assert "Ray driver killed during TorchTrainer.fit" in record["error"]
     # Killing the driver ends its Ray job: Ray stops the job's training workers.
     assert seen, "the run timed out before its training workers started"

@@ -15,7 +15,7 @@ TOP_FLAGS = {  # flag dest -> SweepSpec field
     "device": "device", "scaling": "scaling", "data": "data", "out": "out",
     "loader_workers": "loader_workers", "threads_per_worker": "threads_per_worker",
     "repeats": "repeats", "seed": "seed", "tf32": "tf32", "launcher": "launcher",
-    "launch": "launch", "breakdown": "breakdown", "profile": "profile",
+    "launch": "launch", "breakdown": "breakdown", "profile": "profile", "report": "report",
     "with_allreduce": "with_allreduce", "vet_file": "vet_file",
     "inject_step_delay": "inject_step_delay", "inject_input_delay": "inject_input_delay",
 }
@@ -51,6 +51,9 @@ def register(sub) -> None:
     p.add_argument("--breakdown", action=argparse.BooleanOptionalAction, default=None,
                    help="time extra windows without gradient sync at N > 1 workers (as many as "
                    "trials, at most 3) for the scaling-loss breakdown (default on)")
+    p.add_argument("--report", action=argparse.BooleanOptionalAction, default=None,
+                   help="write summary, figures and reports after the runs (default on); "
+                   "--no-report: records only, `scalebench report OUT` writes them later")
     p.add_argument("--with-allreduce", action="store_true", default=None,
                    help="first time each framework's own allreduce at its bucket/fusion size "
                    "and 1 MiB at every worker count >= 2: the report then compares the exposed "

@@ -7,12 +7,11 @@ a failing rank writes error-rank<N>.json with its traceback for the parent to re
 
 from __future__ import annotations
 
-import json
-import os
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from scalebench import atomic
 from scalebench.comm import Comm
 from scalebench.frameworks.process import RESULT_FILE, SPEC_FILE
 from scalebench.launch import Job, LaunchSpec
@@ -34,14 +33,8 @@ def read_job(run_dir: Path) -> Job:
     return parse_job((run_dir / SPEC_FILE).read_text())
 
 
-def _atomic_write(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
-
-
 def write_error(run_dir: Path, rank: int, exc: BaseException) -> None:
-    _atomic_write(run_dir / f"error-rank{rank}.json", {
+    atomic.write_json(run_dir / f"error-rank{rank}.json", {
         "rank": rank,
         "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
         "traceback": "".join(traceback.format_exception(exc)),
@@ -57,7 +50,7 @@ def run_worker(run_dir: Path, make_comm: Callable[[LaunchSpec], Comm], rank_hint
         rank = comm.rank
         result = execute(job, comm)
         if result is not None:
-            _atomic_write(run_dir / RESULT_FILE, result)
+            atomic.write_json(run_dir / RESULT_FILE, result)
         return 0
     except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
         write_error(run_dir, rank, exc)

@@ -12,13 +12,13 @@ worker). Import-light on purpose: it runs before every worker.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from scalebench import atomic
 from scalebench.slurm.allocation import expand_counts, expand_hostlist
 
 
@@ -53,9 +53,7 @@ def torch_env(environ: Mapping[str, str], master_addr: str, master_port: int) ->
 
 
 def write_info(path: Path, info: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(info))
-    tmp.replace(path)
+    atomic.write_json(path, info)
 
 
 def main(argv: list[str]) -> int:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scalebench import atomic
 from scalebench.comm import Comm
 from scalebench.frameworks.base import LaunchOutcome
 from scalebench.launch import GroupPlace, Job
@@ -70,12 +70,6 @@ def make_job(members: Sequence[Job], group_id: str, run_dir: Path) -> tuple[Job,
                run_dir=folder), placed
 
 
-def _write(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
-
-
 def run(job: Job, comm: Comm) -> dict | None:
     """Every member's task in order under one Comm; rank 0 returns all members' results."""
     from scalebench import tasks
@@ -85,7 +79,7 @@ def run(job: Job, comm: Comm) -> dict | None:
     for index, member in enumerate(spec.jobs()):
         result = tasks.get(member.kind).worker(member, comm)
         if comm.rank == 0 and result is not None:
-            _write(Path(spec.results_dir) / MEMBER_FILE.format(index=index), result)
+            atomic.write_json(Path(spec.results_dir) / MEMBER_FILE.format(index=index), result)
         results.append(result)
         release_memory()
         comm.barrier()

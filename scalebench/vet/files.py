@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalebench import atomic
 from scalebench.errors import UserError
 from scalebench.slurm.allocation import Allocation, compress_hostlist
 
@@ -46,19 +47,13 @@ class Vetting:
                          for node, why in self.cordoned.items())
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def write(document: dict[str, Any], out_dir: Path) -> list[Path]:
     """vet.json and the two node lists."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / VET_FILE, out_dir / VETTED_FILE, out_dir / CORDONED_FILE]
-    _atomic_write(paths[0], json.dumps(document, indent=1, allow_nan=False, default=str) + "\n")
+    atomic.write_text(paths[0], json.dumps(document, indent=1, allow_nan=False, default=str) + "\n")
     for path, nodes in ((paths[1], document["vetted"]), (paths[2], list(document["cordoned"]))):
-        _atomic_write(path, compress_hostlist(nodes) + "\n" if nodes else "")
+        atomic.write_text(path, compress_hostlist(nodes) + "\n" if nodes else "")
     return paths
 
 

@@ -16,7 +16,6 @@ Files written to RUN_DIR (never stdout):
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -24,6 +23,7 @@ import time
 import traceback
 from pathlib import Path
 
+from scalebench import atomic
 from scalebench.frameworks import worker_io
 from scalebench.frameworks.process import RESULT_FILE
 from scalebench.frameworks.ray import resources
@@ -37,12 +37,6 @@ STAGES = {  # stage -> where a timeout caught the driver
     "nodes": "while waiting for the Ray cluster's nodes to join",
     "fit": "during TorchTrainer.fit (worker start-up or training)",
 }
-
-
-def _write(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
 
 
 def _one_line(text: str) -> str:
@@ -134,7 +128,7 @@ def wait_for_nodes(expect: int, timeout: float) -> int:
 
 def run(run_dir: Path, address: str, expect_nodes: int = 0) -> int:
     stages: dict = {"stage": "starting", "driver_start_unix": time.time()}
-    _write(run_dir / DRIVER_FILE, stages)
+    atomic.write_json(run_dir / DRIVER_FILE, stages)
     job = worker_io.read_job(run_dir)
     # Our timeout governs; Ray's own 60 s worker start-up limit is too short on a loaded machine.
     os.environ.setdefault("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", str(max(60, int(job.launch.timeout))))
@@ -143,21 +137,21 @@ def run(run_dir: Path, address: str, expect_nodes: int = 0) -> int:
     import ray
 
     stages.update(stage="connecting")
-    _write(run_dir / DRIVER_FILE, stages)
+    atomic.write_json(run_dir / DRIVER_FILE, stages)
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     except Exception as exc:  # noqa: BLE001 - one line for the record
-        _write(run_dir / ERROR_FILE, {
+        atomic.write_json(run_dir / ERROR_FILE, {
             "error": _one_line(f"cannot connect to Ray at {address}: {type(exc).__name__}: {exc}"),
             "traceback": "".join(traceback.format_exception(exc))})
         return 1
     stages.update(connected_unix=time.time())
     if expect_nodes > 1:  # a cluster whose nodes are still joining (Ray on Slurm)
         stages.update(stage="nodes")
-        _write(run_dir / DRIVER_FILE, stages)
+        atomic.write_json(run_dir / DRIVER_FILE, stages)
         alive = wait_for_nodes(expect_nodes, NODES_TIMEOUT)
         if alive < expect_nodes:
-            _write(run_dir / ERROR_FILE, {
+            atomic.write_json(run_dir / ERROR_FILE, {
                 "error": f"only {alive} of the Ray cluster's {expect_nodes} nodes joined within "
                          f"{NODES_TIMEOUT:g} s", "traceback": ""})
             return 1
@@ -166,23 +160,23 @@ def run(run_dir: Path, address: str, expect_nodes: int = 0) -> int:
     problem = resources.check_fits(alive_nodes(), job.launch.world_size, request,
                                    job.launch.options.placement)
     if problem:
-        _write(run_dir / ERROR_FILE, {"error": problem, "traceback": ""})
+        atomic.write_json(run_dir / ERROR_FILE, {"error": problem, "traceback": ""})
         return 2
 
     trainer = make_trainer(job, run_dir, address)
     stages.update(stage="fit", fit_call_unix=time.time())
-    _write(run_dir / DRIVER_FILE, stages)
+    atomic.write_json(run_dir / DRIVER_FILE, stages)
     try:
         result = trainer.fit()
     except Exception as exc:  # noqa: BLE001 - TrainingFailedError and anything under it
         error, text = describe_failure(exc)
-        _write(run_dir / ERROR_FILE, {"error": error, "traceback": text})
+        atomic.write_json(run_dir / ERROR_FILE, {"error": error, "traceback": text})
         return 1
     stages.update(stage="done", fit_return_unix=time.time())
-    _write(run_dir / DRIVER_FILE, stages)
+    atomic.write_json(run_dir / DRIVER_FILE, stages)
     value = result.return_value
     if not isinstance(value, dict) or not isinstance(value.get("result"), dict):
-        _write(run_dir / ERROR_FILE, {
+        atomic.write_json(run_dir / ERROR_FILE, {
             "error": f"Ray Train returned no result from rank 0 (return_value={value!r:.200})",
             "traceback": ""})
         return 1
@@ -190,7 +184,7 @@ def run(run_dir: Path, address: str, expect_nodes: int = 0) -> int:
     out = dict(value["result"])
     out.update(fit_call_unix=stages["fit_call_unix"], driver_start_unix=stages["driver_start_unix"],
                node_ids=node_ids, nodes=len(set(node_ids)) or None)
-    _write(run_dir / RESULT_FILE, out)
+    atomic.write_json(run_dir / RESULT_FILE, out)
     return 0
 
 
@@ -203,7 +197,7 @@ def main(argv: list[str]) -> int:
     try:
         return run(args.run_dir, args.address, args.expect_nodes)
     except Exception as exc:  # noqa: BLE001 - the parent records it
-        _write(args.run_dir / ERROR_FILE, {"error": _one_line(f"{type(exc).__name__}: {exc}"),
+        atomic.write_json(args.run_dir / ERROR_FILE, {"error": _one_line(f"{type(exc).__name__}: {exc}"),
                                            "traceback": traceback.format_exc()})
         traceback.print_exc()
         return 1

@@ -11,13 +11,14 @@ never outlives the sweep. SIGTERM shuts down the same way. Its console is the sw
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
 import sys
 import time
 from pathlib import Path
+
+from scalebench import atomic
 
 # Environment a driver process needs to join this cluster (ray.init may turn on token auth).
 CLIENT_ENV = ("RAY_AUTH_MODE",)
@@ -54,9 +55,7 @@ def main(argv: list[str]) -> int:
             "nodes": [dict(n["Resources"]) for n in ray.nodes() if n.get("Alive")],
             "env": {k: os.environ[k] for k in CLIENT_ENV if k in os.environ},
         }
-        tmp = args.info.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(args.info)
+        atomic.write_json(args.info, data)
         print(f"embedded Ray {ray.__version__} up in {data['start_seconds']:.1f} s at "
               f"{data['address']}; Ray's own logs: {data['session_dir']}/logs", flush=True)
         sys.stdin.buffer.read()  # returns when the sweep closes the pipe (or dies)
