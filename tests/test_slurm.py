@@ -305,6 +305,16 @@ def squeue(conf: Path, *args: str) -> str:
                           env=slurm_env(conf), timeout=30).stdout
 
 
+def queue_drained(conf: Path, seconds: float = 60) -> str:
+    """squeue's lines once the queue is empty, or what is still in it after `seconds`: a job
+    whose salloc or sbatch has returned may still be completing (state CG) while slurmd
+    reports its end to slurmctld."""
+    deadline = time.monotonic() + seconds
+    while (left := squeue(conf)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
 def cluster_state(conf: Path) -> str:
     """What the private cluster says about itself: for the message of a failing test."""
     env = slurm_env(conf)
@@ -381,7 +391,7 @@ def test_sbatch_script_runs_all_frameworks_as_steps_on_two_nodes_and_reports(two
     assert runs and all((run / "slurm-step.json").is_file() for run in runs)
     assert (out / "report.html").stat().st_size > 1000 and (out / "summary.csv").is_file()
     assert f"Slurm job {job_id} on sb[1-2]" in log
-    assert not squeue(two_nodes) and not leftovers(str(out))
+    assert not queue_drained(two_nodes) and not leftovers(str(out))
 
 
 @pytest.mark.slow
@@ -426,7 +436,7 @@ def test_time_limit_is_timeout_and_scancel_is_failed_and_the_sweep_goes_on(one_n
     assert limited["error"].startswith(f"Slurm ended step {info['job_id']}.")
     assert "at its time limit (1 min" in limited["error"]
     assert limited["scheduler"]["state"] == "TIMEOUT"
-    assert not squeue(one_node) and not leftovers(str(out))
+    assert not queue_drained(one_node) and not leftovers(str(out))
 
 
 @pytest.mark.slow
