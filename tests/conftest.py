@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-# Smallest real runs: enough steps for two timed windows, inputs every model accepts.
-TINY = {"batch_size": 2, "image_size": 75, "warmup": 1, "iters": 1, "trials": 2, "timeout": 300}
+# Smallest real runs: enough steps for two timed windows, inputs every model accepts. One
+# thread per worker: these runs share the 2 cores with other tests, and a worker with two
+# threads beside a busy process stalls at every parallel region (its spinning threads then
+# take CPU from the other tests too: one-worker runs took 4-5 x their quiet time).
+TINY = {"batch_size": 2, "image_size": 75, "warmup": 1, "iters": 1, "trials": 2, "timeout": 300,
+        "threads_per_worker": 1}
 
 
 def pytest_configure(config):
@@ -146,22 +150,46 @@ class Sweep:
                 if kind is None or r["kind"] == kind]
 
 
-@pytest.fixture(scope="session")
-def ddp_sweep(tmp_path_factory) -> Sweep:
-    """One real DDP sweep shared by every test that only reads what it wrote: the three models
-    at 1 and 2 workers (TINY settings, the default grouped launch: one torchrun per worker
-    count) with --with-allreduce, so that its report also has the link share and the
-    extrapolation check."""
+# The shared real sweeps: three models at 1 and 2 workers, the default grouped launch (one
+# launcher per worker count), breakdown windows on. Two timed steps per window and three trials:
+# the grouped-vs-isolated test compares these runs with isolated twins, which needs windows
+# longer than one step of a still-warming process.
+# These run alone (serial), with the default thread policy: max(1, cores // workers).
+SHARED = {**{k: v for k, v in TINY.items() if k != "threads_per_worker"}, "iters": 2, "trials": 3}
+SHARED_MODELS = "resnet101,inception_v3,vgg16"
+
+
+def shared_sweep_cmd(framework: str, out: Path, *extra: str) -> list[str]:
+    """The command line of a framework's shared sweep; `extra` adds to it (or, with --models
+    and --launch isolated, makes its isolated twin)."""
+    cmd = [sys.executable, "-m", "scalebench", "sweep", "--frameworks", framework, "--out",
+           str(out), "--quiet", "--models", SHARED_MODELS, "--workers", "1,2"]
+    for key, value in SHARED.items():
+        cmd += [f"--{key.replace('_', '-')}", str(value)]
+    return cmd + list(extra)
+
+
+def _shared_sweep(tmp_path_factory, framework: str, *extra: str) -> Sweep:
     import subprocess
 
-    out = tmp_path_factory.mktemp("ddp-sweep") / "sweep"
-    cmd = [sys.executable, "-m", "scalebench", "sweep", "--frameworks", "ddp", "--out", str(out),
-           "--quiet", "--models", "resnet101,inception_v3,vgg16", "--workers", "1,2",
-           "--with-allreduce"]
-    for key, value in TINY.items():
-        cmd += [f"--{key.replace('_', '-')}", str(value)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=cli_env())
+    out = tmp_path_factory.mktemp(f"{framework}-sweep") / "sweep"
+    proc = subprocess.run(shared_sweep_cmd(framework, out, *extra), capture_output=True,
+                          text=True, timeout=1200, env=cli_env())
     return Sweep(out, proc.stdout, proc.stderr, proc.returncode)
+
+
+@pytest.fixture(scope="session")
+def ddp_sweep(tmp_path_factory) -> Sweep:
+    """One real DDP sweep shared by every test that only reads what it wrote (all models, the
+    breakdown report, the grouped side of grouped vs isolated), with --with-allreduce, so that
+    its report also has the link share and the extrapolation check."""
+    return _shared_sweep(tmp_path_factory, "ddp", "--with-allreduce")
+
+
+@pytest.fixture(scope="session")
+def horovod_sweep(tmp_path_factory) -> Sweep:
+    """One real Horovod sweep shared by the all-models test and grouped vs isolated."""
+    return _shared_sweep(tmp_path_factory, "horovod")
 
 
 def variant(records: list[dict], factor: float = 1.0, env: dict | None = None,

@@ -72,34 +72,51 @@ def test_rank_killed_in_the_middle_of_a_group(tmp_path):
 @pytest.mark.slow
 @pytest.mark.serial
 @needs_horovod
-def test_grouped_and_isolated_sweeps_measure_the_same(tmp_path):
+def test_grouped_and_isolated_sweeps_measure_the_same(request, tmp_path):
     """Per configuration, the trials of one process cannot tell launch-to-launch noise from a
     real difference (on a shared 2-core machine the former is large), so the question "do
-    grouped launches measure differently?" is asked across the 8 configurations: a paired,
+    grouped launches measure differently?" is asked across 8 configurations: a paired,
     two-sided Wilcoxon signed-rank test on log(grouped / isolated) at alpha 0.01, together with
-    the size of the shift (more than 10% on the geometric mean). Frameworks run in ABBA order
-    (ddp grouped, ddp isolated, horovod isolated, horovod grouped) against drift. Ray's grouped
-    launch is checked for its records in tests/test_ray.py (all models, one fit per worker
-    count); here Horovod, whose launches cost a third less than Ray's embedded clusters."""
+    the size of the shift (more than 10% on the geometric mean). The grouped side is the
+    session's shared DDP and Horovod sweeps (tests/conftest.py: one launcher per worker count,
+    three models); here their isolated twins, the same settings with one launcher per
+    configuration. In ABBA order against drift: ddp grouped (the shared sweep, usually made by
+    an earlier test), ddp isolated, horovod isolated, horovod grouped. Ray's grouped launch is
+    checked for its records in tests/test_ray.py (all models, one fit per worker count)."""
     from scipy.stats import wilcoxon
 
-    # the question is the launch, not the breakdown: no no-sync windows (a third less work)
-    # Two models x two worker counts x two frameworks: 8 pairs, the fewest at which the test can
-    # reach p < 0.01. Not a lighter pair of models: with ResNet-101 and Inception V3 at 75 px
-    # (windows of a fraction of a second) every grouped run measured 6-30% faster than its
-    # isolated twin, a fresh process being still warm-up-bound after one warm-up step.
-    args = ["--models", "resnet101,vgg16", "--workers", "1,2", "--image-size", "64", "--iters",
-            "2", "--trials", "3", "--no-breakdown", "--no-report"]
+    from tests.conftest import shared_sweep_cmd
+
+    # ResNet-101 and VGG-16 only: with a light model (Inception V3 at 75 px, windows of a
+    # fraction of a second) grouped runs measured 6-30% faster than their isolated twins, a
+    # fresh process being still warm-up-bound. Two models x two worker counts x two
+    # frameworks: 8 pairs, the fewest at which the test can reach p < 0.01.
+    models = ("resnet101", "vgg16")
     by_mode: dict[str, dict] = {"grouped": {}, "isolated": {}}
-    for framework, mode in (("ddp", "grouped"), ("ddp", "isolated"), ("horovod", "isolated"),
-                            ("horovod", "grouped")):
-        out = tmp_path / f"{framework}-{mode}"
-        # in this process: the launches are the same real torchrun and Ray processes
-        assert sweep_here(sweep_cmd(out, "--frameworks", framework, *args, "--launch", mode)) == 0
-        records = read_records(out / "results.jsonl")
+
+    def add(mode: str, records: list[dict]) -> None:
+        records = [r for r in records if r["kind"] == "train" and r["model"] in models]
         assert {r["status"] for r in records} == {"ok"}, [r.get("error") for r in records]
         assert {r["launch"] for r in records} == {mode}
         by_mode[mode].update({(r["framework"], r["model"], r["world_size"]): r for r in records})
+
+    def isolated(framework: str) -> None:
+        out = tmp_path / f"{framework}-isolated"
+        # in this process: the launches are the same real torchrun and horovodrun processes
+        cmd = shared_sweep_cmd(framework, out, "--models", ",".join(models), "--launch",
+                               "isolated", "--no-report")
+        assert sweep_here(cmd) == 0
+        add("isolated", read_records(out / "results.jsonl"))
+
+    def grouped(name: str) -> None:
+        shared = request.getfixturevalue(name)
+        assert shared.returncode == 0, shared.stderr[-2000:]
+        add("grouped", shared.records())
+
+    grouped("ddp_sweep")
+    isolated("ddp")
+    isolated("horovod")
+    grouped("horovod_sweep")
     assert by_mode["grouped"].keys() == by_mode["isolated"].keys() and len(by_mode["grouped"]) == 8
     ratios = [math.log(by_mode["grouped"][k]["images_per_sec"]
                        / by_mode["isolated"][k]["images_per_sec"]) for k in by_mode["grouped"]]

@@ -63,12 +63,11 @@ def sweep(out: Path, *args: str, env: dict | None = None) -> subprocess.Complete
 @pytest.mark.slow
 @pytest.mark.serial
 @needs_horovod
-def test_all_models_one_and_two_workers_with_identical_replicas(tmp_path):
+def test_all_models_one_and_two_workers_with_identical_replicas(horovod_sweep):
     # grouped (the default): each model rebuilt and broadcast again inside one horovodrun
-    proc = sweep(tmp_path, "--frameworks", "horovod", "--models", "resnet101,inception_v3,vgg16",
-                 "--workers", "1,2")
-    assert proc.returncode == 0, proc.stderr
-    records = read_records(tmp_path / "results.jsonl")
+    # (the session's shared Horovod sweep, tests/conftest.py)
+    assert horovod_sweep.returncode == 0, horovod_sweep.stderr
+    records = horovod_sweep.records()
     assert [(r["model"], r["world_size"], r["status"]) for r in records] == [
         (m, w, "ok") for w in (1, 2) for m in ("resnet101", "inception_v3", "vgg16")]
     assert {r["launch"] for r in records} == {"grouped"}
