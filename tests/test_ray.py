@@ -228,17 +228,6 @@ def test_all_models_one_and_two_workers(tmp_path, two_nodes):
 
 
 @pytest.mark.slow
-def test_spread_over_two_nodes_is_recorded(tmp_path, two_nodes):
-    [record] = sweep(tmp_path / "out", workers="2",
-                     ray={"address": two_nodes, "placement": "SPREAD"})
-    assert record["status"] == "ok", record["error"]
-    assert record["nodes"] == 2
-    assert record["options"]["placement"] == "SPREAD"
-    result = json.loads(next((tmp_path / "out" / "runs").glob("*/result.json")).read_text())
-    assert len(set(result["node_ids"])) == 2
-
-
-@pytest.mark.slow
 def test_impossible_request_on_existing_cluster_fails_fast(tmp_path, two_nodes):
     start = time.monotonic()
     [record] = sweep(tmp_path / "out", workers="3", ray={"address": two_nodes})
@@ -248,7 +237,10 @@ def test_impossible_request_on_existing_cluster_fails_fast(tmp_path, two_nodes):
 
 
 @pytest.mark.slow
-def test_worker_killed_mid_run_fails_that_run_and_the_sweep_goes_on(tmp_path, two_nodes):
+def test_worker_killed_mid_run_fails_that_run_and_the_sweep_goes_on_and_spread_is_recorded(
+        tmp_path, two_nodes):
+    """A worker killed in the first run fails that run; the second runs as usual. Both run
+    with placement SPREAD, which the surviving run's record carries with its two nodes."""
     victim = "001-ray-resnet101-w2-fp32"
     killed: list[int] = []
     stop = threading.Event()
@@ -270,7 +262,7 @@ def test_worker_killed_mid_run_fails_that_run_and_the_sweep_goes_on(tmp_path, tw
     killer.start()
     try:
         records = sweep(tmp_path / "out", models="resnet101,inception_v3", workers="2", iters=4,
-                        ray={"address": two_nodes})
+                        ray={"address": two_nodes, "placement": "SPREAD"})
     finally:
         stop.set()
         killer.join()
@@ -279,6 +271,12 @@ def test_worker_killed_mid_run_fails_that_run_and_the_sweep_goes_on(tmp_path, tw
     assert records[0]["error"].startswith("rank ")
     assert "Ray worker process died" in records[0]["error"]
     assert records[1]["model"] == "inception_v3"
+    spread = records[1]
+    assert spread["status"] == "ok" and spread["nodes"] == 2
+    assert spread["options"]["placement"] == "SPREAD"
+    result = json.loads((tmp_path / "out" / "runs" / "002-ray-inception_v3-w2-fp32"
+                         / "result.json").read_text())
+    assert len(set(result["node_ids"])) == 2
 
 
 @pytest.mark.slow
