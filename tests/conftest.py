@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,10 @@ def pytest_configure(config):
     the xdist workers and every process a test starts, never the user's ~/.cache: the first
     sweep counts, the rest read. The controller makes it before the workers start, and they
     inherit it."""
+    # A suite started in the background of a non-interactive shell inherits SIGINT ignored,
+    # and so would every sweep it starts: the Ctrl-C tests' sweeps would never see theirs.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if not os.environ.get("SCALEBENCH_TEST_CACHE"):
         import tempfile
 
