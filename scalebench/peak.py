@@ -29,10 +29,14 @@ from pathlib import Path
 
 from scalebench import datasheet
 from scalebench.devices import DeviceInfo
+from scalebench.errors import UserError
 from scalebench.launch import Job
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 BUDGET_SECONDS = {"cpu": 0.8, "cuda": 1.0}
+# Overrides the budget (seconds, above 0): a shorter probe for the test suite's many tiny
+# sweeps, a longer one where a second of repeats is too few for a stable best.
+BUDGET_ENV = "SCALEBENCH_PEAK_SECONDS"
 START_SIZE = {"cpu": 512, "cuda": 4096}
 MIN_SIZE, MAX_SIZE = {"cpu": 128, "cuda": 1024}, {"cpu": 8192, "cuda": 16384}
 WARMUP_GEMMS = 2
@@ -65,13 +69,27 @@ def _sync(torch, device: str) -> None:
         torch.cuda.synchronize()
 
 
+def budget_seconds(device: str) -> float:
+    """The probe's time budget on this device: $SCALEBENCH_PEAK_SECONDS, else the default."""
+    value = os.environ.get(BUDGET_ENV, "").strip()
+    if not value:
+        return BUDGET_SECONDS[device]
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise UserError(f"{BUDGET_ENV}: must be a number of seconds above 0, got {value!r}")
+    return seconds
+
+
 def gemm_probe(device: str, precision: str, budget: float | None = None
                ) -> tuple[float, int, int, float]:
     """(best FLOP/s, size n, repeats, seconds) of n x n x n GEMMs at the precision's dtype on
     the current settings (threads, TF32)."""
     import torch
 
-    budget = BUDGET_SECONDS[device] if budget is None else budget
+    budget = budget_seconds(device) if budget is None else budget
     dtype = getattr(torch, DTYPES[precision])
     n = START_SIZE[device]
 
@@ -174,6 +192,7 @@ def in_child(device: str, precision: str, tf32: str = "default") -> Peak:
 
 def with_peaks(jobs: Sequence[Job], device: DeviceInfo) -> list[Job]:
     """The train jobs with their device's peak at their precision, each measured once."""
+    budget_seconds(device.device)  # a bad $SCALEBENCH_PEAK_SECONDS: exit 2 before any probe
     peaks: dict[tuple[str, str], Peak] = {}
     out = []
     for job in jobs:

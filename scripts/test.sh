@@ -3,11 +3,13 @@
 # pytest-xdist workers (whole files per worker, so a module's private Slurm or Ray cluster
 # starts once); then the `serial` tests alone, which assert on timing that another test on
 # the same cores would disturb. Usage: scripts/test.sh PYTHON [PYTEST_ARGS...]
-# SCALEBENCH_TEST_WORKERS sets the number of parallel workers (default 2; 0: no xdist).
+# SCALEBENCH_TEST_WORKERS sets the number of parallel workers (default 3, one more than this
+# machine's 2 cores: several tests wait out a time limit asleep, and a third worker fills the
+# idle core; 0: no xdist).
 set -uo pipefail
 PY=$1
 shift
-workers=${SCALEBENCH_TEST_WORKERS:-2}
+workers=${SCALEBENCH_TEST_WORKERS:-3}
 parallel=()
 [ "$workers" -gt 0 ] && parallel=(-n "$workers" --dist loadfile)
 

@@ -1,19 +1,24 @@
 """A real history: 12 one-worker DDP sweeps (torchrun), the last 4 of them slowed by busy
-processes competing for the cores, which the records cannot see. History A, the first 8 (all clean):
-no change point, exit 0. History B, the first 4 clean then the 4 slowed: `history detect`
-names the commit range where the slowdown began, exit 1."""
+processes competing for the cores while they train, which the records cannot see. History A,
+the first 8 (all clean): no change point, exit 0. History B, the first 4 clean then the 4
+slowed: `history detect` names the commit range where the slowdown began, exit 1."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import statistics
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
+import psutil
 import pytest
 
 from scalebench import cli
 from tests.conftest import read_records, sweep_here
-from tests.test_ddp import sweep_cmd
+from tests.test_ddp import processes_mentioning, sweep_cmd
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
@@ -41,6 +46,38 @@ def sweep(out) -> dict:
     return record
 
 
+@contextlib.contextmanager
+def busy_once_training(busy: list[subprocess.Popen], out: Path):
+    """The (stopped) busy processes run from the moment the sweep's worker has torchvision
+    loaded, so from the model's build on, and stop when the sweep returns: the launch's
+    start-up (torchrun's and the worker's imports), which no measured window covers, runs
+    unslowed (slowed, each sweep took about twice as long)."""
+    done = threading.Event()
+
+    def resume_when_training():
+        while not done.wait(0.1):
+            for proc in processes_mentioning(str(out)):
+                try:
+                    cmd = " ".join(proc.cmdline())
+                    if "ddp.worker" in cmd and "torch.distributed.run" not in cmd and \
+                            "torchvision" in Path(f"/proc/{proc.pid}/maps").read_text():
+                        for one in busy:
+                            one.send_signal(signal.SIGCONT)
+                        return
+                except (OSError, psutil.Error):
+                    continue
+
+    watcher = threading.Thread(target=resume_when_training, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        for one in busy:
+            one.send_signal(signal.SIGSTOP)
+
+
 def mean(record: dict) -> float:
     return statistics.fmean(record["trial_images_per_sec"])
 
@@ -60,7 +97,12 @@ def test_a_slowdown_the_records_cannot_see_is_found_at_its_commit(tmp_path, caps
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
             for _ in range(BUSY)]
     try:
-        slowed_records = [sweep(out) for out in slowed]
+        for proc in busy:
+            proc.send_signal(signal.SIGSTOP)
+        slowed_records = []
+        for out in slowed:
+            with busy_once_training(busy, out):
+                slowed_records.append(sweep(out))
     finally:
         for proc in busy:
             proc.kill()

@@ -116,6 +116,30 @@ def test_probe_size_follows_the_budget():
     assert seconds < 3
 
 
+def test_the_budget_comes_from_the_environment_else_the_default(monkeypatch):
+    monkeypatch.delenv(peak.BUDGET_ENV, raising=False)
+    assert peak.budget_seconds("cpu") == 0.8 and peak.budget_seconds("cuda") == 1.0
+    monkeypatch.setenv(peak.BUDGET_ENV, "0.05")
+    assert peak.budget_seconds("cuda") == 0.05
+    _, _, _, seconds = peak.gemm_probe("cpu", "fp32")  # the environment's budget, not 0.8 s
+    assert seconds < 0.5
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "inf", "nan"])
+def test_a_bad_budget_is_one_line_exit_2_before_any_run(monkeypatch, capsys, tmp_path, value):
+    from scalebench import cli
+
+    monkeypatch.setenv(peak.BUDGET_ENV, value)
+    code = cli.main(["sweep", "--frameworks", "ddp", "--models", "resnet101", "--workers", "1",
+                     "--device", "cpu", "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "scalebench sweep: error: SCALEBENCH_PEAK_SECONDS: must be a number of seconds above 0, "
+        f"got {value!r}"]
+    assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
 @pytest.mark.parametrize("device, precision, tf32, capability, math", [
     ("cuda", "fp32", "default", 8, "tf32"),  # cuDNN's default TF32 convolutions on Ampere+
     ("cuda", "fp32", "default", 7, "fp32"),
