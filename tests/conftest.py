@@ -52,6 +52,12 @@ def read_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+def flags(values: dict) -> list[str]:
+    """Command-line flags for setting values: {"batch_size": 2} -> ["--batch-size", "2"]."""
+    return [part for key, value in values.items()
+            for part in (f"--{key.replace('_', '-')}", str(value))]
+
+
 def cli_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
@@ -172,9 +178,7 @@ def shared_sweep_cmd(framework: str, out: Path, *extra: str) -> list[str]:
     """The command line of a framework's shared sweep; `extra` adds to it (or, with --models
     and --launch isolated, makes its isolated twin)."""
     cmd = [sys.executable, "-m", "scalebench", "sweep", "--frameworks", framework, "--out",
-           str(out), "--quiet", "--models", SHARED_MODELS, "--workers", "1,2"]
-    for key, value in SHARED.items():
-        cmd += [f"--{key.replace('_', '-')}", str(value)]
+           str(out), "--quiet", "--models", SHARED_MODELS, "--workers", "1,2", *flags(SHARED)]
     return cmd + list(extra)
 
 

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from scalebench import flops, results
-from tests.conftest import TINY, cli_env, read_records
+from tests.conftest import TINY, cli_env, flags, read_records
 from tests.test_breakdown import check_real_breakdown
 from tests.test_report_html import CHROMIUM, assert_figures_loaded, browser_check
 
@@ -25,9 +25,7 @@ pytestmark = pytest.mark.slow
 def sweep_cmd(out: Path, *args: str, **overrides) -> list[str]:
     values = {**TINY, **overrides}
     cmd = [sys.executable, "-m", "scalebench", "sweep", "--frameworks", "ddp", "--out", str(out),
-           "--quiet"]
-    for key, value in values.items():
-        cmd += [f"--{key.replace('_', '-')}", str(value)]
+           "--quiet", *flags(values)]
     return cmd + list(args)
 
 

@@ -12,7 +12,7 @@ from scalebench import config
 from scalebench.devices import DeviceInfo
 from scalebench.frameworks.horovod import install, launcher
 from scalebench.tasks import train
-from tests.conftest import TINY, cli_env, read_records
+from tests.conftest import TINY, cli_env, flags, read_records
 from tests.test_breakdown import check_real_breakdown
 
 AVAILABLE, REASON = install.check_installation()
@@ -53,9 +53,7 @@ def test_hostfile_and_planned_nodes(tmp_path):
 
 
 def sweep(out: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "scalebench", "sweep", "--out", str(out), "--quiet"]
-    for key, value in TINY.items():
-        cmd += [f"--{key.replace('_', '-')}", str(value)]
+    cmd = [sys.executable, "-m", "scalebench", "sweep", "--out", str(out), "--quiet", *flags(TINY)]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=1200,
                           env=env or cli_env())
 

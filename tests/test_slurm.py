@@ -25,7 +25,7 @@ from scalebench import config
 from scalebench.errors import UserError
 from scalebench.slurm import allocation, script, steps, task
 from scalebench.slurm.allocation import Allocation, Placement
-from tests.conftest import REPO, TINY, cli_env, read_records
+from tests.conftest import REPO, TINY, cli_env, flags, read_records
 
 PY = sys.executable
 FAST = {**TINY, "timeout": 300}
@@ -294,9 +294,7 @@ def slurm_env(conf: Path) -> dict[str, str]:
 
 def sweep_args(out: Path, *args: str, **overrides) -> list[str]:
     cmd = [PY, "-m", "scalebench", "sweep", "--launcher", "slurm", "--models", "inception_v3",
-           "--out", str(out), "--quiet", "--no-breakdown"]
-    for key, value in {**FAST, **overrides}.items():
-        cmd += [f"--{key.replace('_', '-')}", str(value)]
+           "--out", str(out), "--quiet", "--no-breakdown", *flags({**FAST, **overrides})]
     return cmd + list(args)
 
 

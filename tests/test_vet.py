@@ -249,17 +249,16 @@ def four_nodes():
     _stop_cluster(base)
 
 
-def _vet(conf, out, *flags: str):
+def _vet(conf, out, *extra: str):
     import subprocess
     import sys
 
+    from tests.conftest import flags
     from tests.test_slurm import slurm_env
 
     cmd = ["salloc", "-N4", "--quiet", sys.executable, "-m", "scalebench", "vet", "--out",
-           str(out), "--quiet"]
-    for key, value in TINY_VET.items():
-        cmd += [f"--{key.replace('_', '-')}", str(value)]
-    return subprocess.run(cmd + list(flags), capture_output=True, text=True,
+           str(out), "--quiet", *flags(TINY_VET)]
+    return subprocess.run(cmd + list(extra), capture_output=True, text=True,
                           env=slurm_env(conf), timeout=600)
 
 
