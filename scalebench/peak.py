@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalebench import datasheet
+from scalebench import datasheet, fields
 from scalebench.devices import DeviceInfo
 from scalebench.errors import UserError
 from scalebench.launch import Job
@@ -74,12 +74,9 @@ def budget_seconds(device: str) -> float:
     value = os.environ.get(BUDGET_ENV, "").strip()
     if not value:
         return BUDGET_SECONDS[device]
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = 0.0
-    if not 0 < seconds < float("inf"):
-        raise UserError(f"{BUDGET_ENV}: must be a number of seconds above 0, got {value!r}")
+    seconds = fields.number(BUDGET_ENV, value, 0)
+    if seconds == float("inf"):  # the probe sizes its GEMM from the budget: it must be finite
+        raise UserError(f"{BUDGET_ENV}: expected a finite number > 0, got {value!r}")
     return seconds
 
 
