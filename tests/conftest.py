@@ -75,6 +75,32 @@ def sweep_here(cmd: list[str]) -> int:
     return cli.main(cmd[3:])
 
 
+def _cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies over all cores since boot, from /proc/stat."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    total = sum(fields[:8])  # guest time is counted in user already
+    return total - idle, total
+
+
+def wait_until_quiet(busy_below: float = 0.15, window: float = 1.0, limit: float = 60.0) -> float:
+    """Wait until the machine's cores were less than busy_below busy over one window (at most
+    limit seconds); the last window's busy fraction. For tests that compare timings taken
+    minutes apart: what the test before left behind (launches still exiting, the kernel
+    reclaiming their memory) slowed the first of a series of clean sweeps by 11% once, and
+    a change-point test found that step."""
+    import time
+
+    deadline = time.monotonic() + limit
+    while True:
+        busy0, total0 = _cpu_times()
+        time.sleep(window)
+        busy1, total1 = _cpu_times()
+        busy = (busy1 - busy0) / max(1, total1 - total0)
+        if busy < busy_below or time.monotonic() > deadline:
+            return busy
+
+
 @pytest.fixture(autouse=True)
 def _environment_restored():
     """Tests that run worker code in this process (measure.run sets OMP_NUM_THREADS) must not

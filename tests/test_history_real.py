@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from scalebench import cli
-from tests.conftest import read_records, sweep_here
+from tests.conftest import read_records, sweep_here, wait_until_quiet
 from tests.test_ddp import sweep_cmd
 
 # DDP, not Horovod, though horovodrun starts 2 s faster (it does not import torch): beside the
@@ -25,8 +25,10 @@ CLEAN, SLOWED = 8, 4
 # one-thread worker, and a 35% step over single-launch points of ~15% noise was missed once
 # (PELT's gain for the split barely above its penalty); three take about half.
 BUSY = 3
-# a slowdown beside the sweep costs far more than this on 2 cores (measured: see the assert)
-MIN_MAGNITUDE = "10"
+# Three busy processes took 48-52% off (measured: see the assert); the machine's own drift
+# between clean sweeps minutes apart reached 11% once (the first three slower, 17.6-19.2
+# against 20.0-20.8 img/s), which a 10% floor called an improvement.
+MIN_MAGNITUDE = "20"
 
 
 def sweep(out) -> dict:
@@ -56,6 +58,7 @@ def detect(capsys, store) -> tuple[int, str]:
 def test_a_slowdown_the_records_cannot_see_is_found_at_its_commit(tmp_path, capsys):
     clean = [tmp_path / f"clean{i}" for i in range(CLEAN)]
     slowed = [tmp_path / f"slowed{i}" for i in range(SLOWED)]
+    wait_until_quiet()
     clean_records = [sweep(out) for out in clean]
     # each in a session of its own, as the sweep's workers are: the kernel shares the cores
     # between sessions (autogroups) before it shares them between processes
@@ -72,8 +75,10 @@ def test_a_slowdown_the_records_cannot_see_is_found_at_its_commit(tmp_path, caps
             proc.wait()
     before = statistics.median(mean(r) for r in clean_records)
     after = statistics.median(mean(r) for r in slowed_records)
-    assert after < 0.8 * before, (f"the busy process did not slow the sweeps measurably "
-                                  f"({before:.3g} -> {after:.3g} img/s): is the machine loaded?")
+    means = (f"clean {[round(mean(r), 2) for r in clean_records]}, slowed "
+             f"{[round(mean(r), 2) for r in slowed_records]} img/s")
+    assert after < 0.75 * before, (f"the busy processes did not slow the sweeps measurably "
+                                   f"({means}): is the machine loaded?")
 
     store_a, store_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     for i, out in enumerate(clean):
@@ -85,10 +90,10 @@ def test_a_slowdown_the_records_cannot_see_is_found_at_its_commit(tmp_path, caps
     capsys.readouterr()
 
     code, out = detect(capsys, store_a)
-    assert code == 0, out
-    assert "8 points, 0 change points" in out
+    assert code == 0, out + means
+    assert "8 points, 0 change points" in out, means
 
     code, out = detect(capsys, store_b)
-    assert code == 1, out
-    assert "8 points, 1 change point" in out
+    assert code == 1, out + means
+    assert "8 points, 1 change point" in out, means
     assert "between commits commit3..commit4" in out

@@ -70,8 +70,11 @@ def two_nodes():
     """A two-node Ray cluster on this machine, one CPU per node; yields its address."""
     from ray.cluster_utils import Cluster
 
-    saved = {k: os.environ.get(k) for k in ("RAY_USAGE_STATS_ENABLED",)}
+    saved = {k: os.environ.get(k) for k in ("RAY_USAGE_STATS_ENABLED", "RAY_worker_niceness")}
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    # as the harness's own clusters run them (frameworks/ray/cluster.py): at Ray's default
+    # niceness, 15, a job's workers beside the other test processes took over a minute to start
+    os.environ["RAY_worker_niceness"] = "0"
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     try:
         cluster.add_node(num_cpus=1)
@@ -187,15 +190,16 @@ def test_timeout_kills_the_driver_and_ray_stops_its_workers(tmp_path, two_nodes)
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        # a second of input wait per batch: the run waits for its timeout asleep. 60 s: beside
-        # the other tests, a 40 s timeout once came before the worker group had started.
-        [record] = sweep(tmp_path / "out", workers="2", iters=1000, timeout=60,
+        # a second of input wait per batch: the run waits for its timeout asleep. 75 s: beside
+        # the other tests, a 40 s timeout once came before the worker group had started, and a
+        # 60 s one when Ray's workers still ran at niceness 15.
+        [record] = sweep(tmp_path / "out", workers="2", iters=1000, timeout=75,
                          inject_input_delay=1, ray={"address": two_nodes})
     finally:
         stop.set()
         watcher.join()
     assert record["status"] == "timeout", record["error"]
-    assert "no result within the 60 s timeout" in record["error"]
+    assert "no result within the 75 s timeout" in record["error"]
     assert "Ray driver killed during TorchTrainer.fit" in record["error"]
     # Killing the driver ends its Ray job: Ray stops the job's training workers.
     assert seen, "the run timed out before its training workers started"
@@ -305,6 +309,19 @@ def _session_processes(session_dir: str) -> list[psutil.Process]:
     return found
 
 
+def _ray_worker_niceness(head_pid: int) -> dict[str, int]:
+    """'pid title' -> niceness of the Ray worker processes under an embedded head."""
+    found = {}
+    for proc in psutil.Process(head_pid).children(recursive=True):
+        try:
+            title = proc.cmdline()[0] if proc.cmdline() else ""
+            if title.startswith("ray::"):
+                found[f"{proc.pid} {title}"] = proc.nice()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
 @pytest.mark.slow
 def test_embedded_cluster_quiet_terminal_then_ctrl_c_shuts_it_down(tmp_path):
     """CLI, embedded default: one run completes with a clean terminal; Ctrl-C in the next one
@@ -325,6 +342,9 @@ def test_embedded_cluster_quiet_terminal_then_ctrl_c_shuts_it_down(tmp_path):
             time.sleep(0.5)
         assert proc.poll() is None, proc.communicate()
         info = json.loads((out / "ray-head.json").read_text())
+        # the same priority as torchrun's and horovodrun's workers, not Ray's default 15
+        workers = _ray_worker_niceness(info["pid"])
+        assert workers and set(workers.values()) == {0}, workers
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         stdout, stderr = proc.communicate(timeout=180)
     finally:

@@ -21,8 +21,10 @@ nodes or pairs):
 
 Localisation: a node with a slow device in the compute probe (the sweep's training step) or
 the matmul probe is a **slow compute node**. A node's network figure is, repeat by repeat, the
-median busbw over its pairs, so one bad partner does not move it; a node slow there while its
-compute is fine is a **slow network node** (its NIC: every pair it is in is slow). The pairs
+median busbw over its pairs, so one bad partner does not move it; a node slow there, and slow
+by its fastest pair too, while its compute is fine is a **slow network node** (its NIC: every
+pair it is in is slow). The fastest pair keeps a slow link plus one noisy window on another
+of its pairs (the median of a node's three pairs then falls) from cordoning a node. The pairs
 between the remaining nodes are then compared with their median: a slow one is a **slow link**
 (its two nodes' other pairs are fine). Slow compute and network nodes are cordoned, a slow
 link's nodes kept. With fewer than 3 nodes there is no majority to compare with: figures only.
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 Unit = tuple[str, int]  # (node, device index): a CPU node has one device, 0
@@ -157,15 +159,17 @@ def compare(series: Mapping, threshold: float) -> dict:
     return out
 
 
-def network_series(nodes: Sequence[str], pairs: Mapping[Pair, Sequence[float]]
+def network_series(nodes: Sequence[str], pairs: Mapping[Pair, Sequence[float]],
+                   over: Callable[[Iterable[float]], float] = statistics.median
                    ) -> dict[str, list[float]]:
-    """Per node and repeat, the median busbw over the pairs it is in."""
+    """Per node and repeat, the median (or `over`: max, its fastest pair) busbw over the pairs
+    it is in."""
     out = {}
     for node in nodes:
         mine = [list(v) for p, v in pairs.items() if node in p and v]
         if mine:
             repeats = min(len(v) for v in mine)
-            out[node] = [statistics.median(v[r] for v in mine) for r in range(repeats)]
+            out[node] = [over(v[r] for v in mine) for r in range(repeats)]
     return out
 
 
@@ -230,12 +234,18 @@ def decide(figures: Figures, threshold: float) -> Decision:
                 notes.append(near_miss_text(name, check, kind))
 
     checks[NETWORK] = compare(network_series(nodes, figures.pairs), threshold)
+    fastest = compare(network_series(nodes, figures.pairs, max), threshold)
     if figures.pairs and not checks[NETWORK]:
         notes.append("pairs: too few nodes with pair figures for a network verdict")
     slow_network: dict[str, str] = {}
     for node, check in checks[NETWORK].items():
-        if check.slow:
-            slow_network[node] = check_text(check, NETWORK, "node")
+        if check.slow and fastest[node].slow:
+            slow_network[node] = (f"{check_text(check, NETWORK, 'node')}; its fastest pair "
+                                  f"{100 * fastest[node].deficit:.0f}% below the median node's")
+        elif check.slow:
+            notes.append(f"{node}: {PROBE_WORDS[NETWORK]} {100 * check.deficit:.0f}% below the "
+                         f"median, but its fastest pair is not slow ({100 * fastest[node].deficit:.0f}"
+                         "% below): not a slow network node; its pairs are judged as links")
         elif check.beyond_threshold:
             notes.append(near_miss_text(node, check, NETWORK))
 

@@ -88,12 +88,16 @@ def _object_store_here() -> int:
 
 def _daemon_env(marker: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of Ray's own processes (head, node daemons): no per-run thread count
-    (workers get theirs per run), no usage stats, and the cluster's marker, which every process
-    Ray starts inherits (stop() finds orphans by it)."""
+    (workers get theirs per run), no usage stats, workers at the priority torchrun's and
+    horovodrun's run at, and the cluster's marker, which every process Ray starts inherits
+    (stop() finds orphans by it)."""
     env = process.base_env(1)
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env.pop(name, None)
-    env.update(extra or {}, RAY_USAGE_STATS_ENABLED="0")
+    # Ray renices its workers to 15 by default: beside any other load on a node they then get
+    # a fraction of the cores the other frameworks' workers get, and a Ray job's start-up
+    # beside three busy test processes once took 30 s for one actor's imports.
+    env.update(extra or {}, RAY_USAGE_STATS_ENABLED="0", RAY_worker_niceness="0")
     env[process.MARKER_VAR] = marker
     return env
 
