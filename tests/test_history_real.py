@@ -1,7 +1,12 @@
 """A real history: 12 one-worker DDP sweeps (torchrun), the last 4 of them slowed by busy
-processes competing for the cores, which the records cannot see. History A,
-the first 8 (all clean): no change point, exit 0. History B, the first 4 clean then the 4
-slowed: `history detect` names the commit range where the slowdown began, exit 1."""
+processes competing for the cores, which the records cannot see. History A, the first 8
+(all clean): no change point, exit 0. History B, the last 4 clean then the 4 slowed:
+`history detect` names the commit range where the slowdown began, exit 1.
+
+This machine's own speed moves under the sweeps: after the heavy test before it, the clean
+sweeps once sped up by a fifth over their two minutes (17.3-17.9 img/s for the first three,
+20.5-20.7 for the last two) with one at 12.9 between. Hence a 30% floor on a change (the
+slowdown takes about half) and, in B, the clean sweeps nearest in time to the slowed ones."""
 
 from __future__ import annotations
 
@@ -25,10 +30,10 @@ CLEAN, SLOWED = 8, 4
 # one-thread worker, and a 35% step over single-launch points of ~15% noise was missed once
 # (PELT's gain for the split barely above its penalty); three take about half.
 BUSY = 3
-# Three busy processes took 48-52% off (measured: see the assert); the machine's own drift
-# between clean sweeps minutes apart reached 11% once (the first three slower, 17.6-19.2
-# against 20.0-20.8 img/s), which a 10% floor called an improvement.
-MIN_MAGNITUDE = "20"
+# Three busy processes took 48-57% off (measured: see the assert); the clean sweeps' drift in
+# time reached 11% (17.6-19.2 against 20.0-20.8 img/s, which a 10% floor called an
+# improvement) and 21% in another run.
+MIN_MAGNITUDE = "30"
 
 
 def sweep(out) -> dict:
@@ -76,15 +81,16 @@ def test_a_slowdown_the_records_cannot_see_is_found_at_its_commit(tmp_path, caps
     before = statistics.median(mean(r) for r in clean_records)
     after = statistics.median(mean(r) for r in slowed_records)
     means = (f"clean {[round(mean(r), 2) for r in clean_records]}, slowed "
-             f"{[round(mean(r), 2) for r in slowed_records]} img/s")
-    assert after < 0.75 * before, (f"the busy processes did not slow the sweeps measurably "
+             f"{[round(mean(r), 2) for r in slowed_records]} img/s, in time order")
+    assert after < 0.65 * before, (f"the busy processes did not slow the sweeps well beyond the "
+                                   f"{MIN_MAGNITUDE}% floor "
                                    f"({means}): is the machine loaded?")
 
     store_a, store_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     for i, out in enumerate(clean):
         assert cli.main(["history", "add", str(out), "--store", str(store_a), "--commit",
                          f"commit{i}"]) == 0
-    for i, out in enumerate(clean[:SLOWED] + slowed):
+    for i, out in enumerate(clean[-SLOWED:] + slowed):
         assert cli.main(["history", "add", str(out), "--store", str(store_b), "--commit",
                          f"commit{i}"]) == 0
     capsys.readouterr()
