@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,8 +90,6 @@ def wait_until_quiet(busy_below: float = 0.15, window: float = 1.0, limit: float
     minutes apart: what the test before left behind (launches still exiting, the kernel
     reclaiming their memory) slowed the first of a series of clean sweeps by 11% once, and
     a change-point test found that step."""
-    import time
-
     deadline = time.monotonic() + limit
     while True:
         busy0, total0 = _cpu_times()

@@ -7,6 +7,7 @@ CLI. Fast tests cover the resource check, availability and the skipped record.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -46,12 +47,15 @@ def sweep(out: Path, **overrides) -> list[dict]:
     return read_records(out / results.RESULTS_FILE)
 
 
-def ray_train_workers(run_id: str | None = None) -> list[psutil.Process]:
-    """Ray Train worker processes under this test process (the shared cluster's raylets)."""
+def ray_train_workers(run_id: str | None = None, title: str = "ray::RayTrainWorker",
+                      under: int | None = None) -> list[psutil.Process]:
+    """Ray Train worker processes under this test process (the shared cluster's raylets), or
+    under process `under` (an embedded head); with `title`, every Ray worker whose title
+    starts with it."""
     found = []
-    for proc in psutil.Process().children(recursive=True):
+    for proc in psutil.Process(under).children(recursive=True):
         try:
-            if not proc.cmdline() or not proc.cmdline()[0].startswith("ray::RayTrainWorker"):
+            if not proc.cmdline() or not proc.cmdline()[0].startswith(title):
                 continue
             if run_id is None or proc.environ().get("SCALEBENCH_RUN_ID") == run_id:
                 found.append(proc)
@@ -309,19 +313,6 @@ def _session_processes(session_dir: str) -> list[psutil.Process]:
     return found
 
 
-def _ray_worker_niceness(head_pid: int) -> dict[str, int]:
-    """'pid title' -> niceness of the Ray worker processes under an embedded head."""
-    found = {}
-    for proc in psutil.Process(head_pid).children(recursive=True):
-        try:
-            title = proc.cmdline()[0] if proc.cmdline() else ""
-            if title.startswith("ray::"):
-                found[f"{proc.pid} {title}"] = proc.nice()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return found
-
-
 @pytest.mark.slow
 def test_embedded_cluster_quiet_terminal_then_ctrl_c_shuts_it_down(tmp_path):
     """CLI, embedded default: one run completes with a clean terminal; Ctrl-C in the next one
@@ -343,7 +334,10 @@ def test_embedded_cluster_quiet_terminal_then_ctrl_c_shuts_it_down(tmp_path):
         assert proc.poll() is None, proc.communicate()
         info = json.loads((out / "ray-head.json").read_text())
         # the same priority as torchrun's and horovodrun's workers, not Ray's default 15
-        workers = _ray_worker_niceness(info["pid"])
+        workers = {}
+        for worker in ray_train_workers(title="ray::", under=info["pid"]):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                workers[worker.pid] = worker.nice()
         assert workers and set(workers.values()) == {0}, workers
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         stdout, stderr = proc.communicate(timeout=180)
