@@ -1,4 +1,4 @@
-"""Change-point detection (scalebench.changepoints) against today's point-to-point rule, on
+"""Change-point detection (scalebench.tracking.changepoints) against today's point-to-point rule, on
 synthetic histories with this project's measured noise.
 
 The noise is taken from results/reference/results.jsonl (or --results): the trial-to-trial
@@ -33,7 +33,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scalebench import changepoints, stats
+from scalebench.analysis import stats
+from scalebench.tracking import changepoints
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference" / "results.jsonl"
 STEPS = (3.0, 5.0, 10.0, 20.0)

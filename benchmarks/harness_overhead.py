@@ -14,11 +14,13 @@ import time
 
 import torch
 
-from scalebench import measure, stats, workloads
-from scalebench.comm import SingleProcessComm
-from scalebench.envinfo import cpu_cores
-from scalebench.launch import Job
+from scalebench.analysis import stats
+from scalebench.hardware.envinfo import cpu_cores
+from scalebench.models import workloads
+from scalebench.spec.launch import Job
 from scalebench.tasks import train
+from scalebench.worker import measure
+from scalebench.worker.comm import SingleProcessComm
 
 
 def minimal_loop(model_name: str, batch: int, size: int, warmup: int, steps: int,

@@ -19,9 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from scalebench import config, devices
 from scalebench.frameworks import horovod, process
 from scalebench.frameworks.horovod.install import horovodrun_path
+from scalebench.hardware import devices
+from scalebench.spec import config
 from scalebench.tasks import train
 
 HERE = Path(__file__).resolve().parent

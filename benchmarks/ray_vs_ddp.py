@@ -20,11 +20,13 @@ import statistics
 import sys
 from pathlib import Path
 
-from scalebench import config, stats, workloads
-from scalebench.envinfo import cpu_cores
+from scalebench.analysis import stats
 from scalebench.frameworks.ray.options import PLACEMENTS
-from scalebench.progress import Progress
-from scalebench.sweep import run_sweep
+from scalebench.hardware.envinfo import cpu_cores
+from scalebench.models import workloads
+from scalebench.running.progress import Progress
+from scalebench.running.sweep import run_sweep
+from scalebench.spec import config
 
 GOAL = 0.97
 FRAMEWORKS = ("ddp", "ray")

@@ -28,9 +28,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalebench import config
-from scalebench.progress import Progress
-from scalebench.sweep import run_sweep
+from scalebench.running.progress import Progress
+from scalebench.running.sweep import run_sweep
+from scalebench.spec import config
 
 GOAL_RATIO = 0.65
 GOAL_TIMED_SHARE = 0.50

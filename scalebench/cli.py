@@ -11,7 +11,7 @@ import importlib
 import sys
 
 from scalebench import __version__
-from scalebench.errors import UserError
+from scalebench.spec.errors import UserError
 
 COMMANDS = ["sweep", "report", "list", "env", "allreduce", "predict", "compare", "history",
             "slurm-script", "vet"]

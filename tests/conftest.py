@@ -22,7 +22,7 @@ TINY = {"batch_size": 2, "image_size": 75, "warmup": 1, "iters": 1, "trials": 2,
 
 
 def pytest_configure(config):
-    """One cache folder for the whole test session (FLOPs counts: scalebench.flops), shared by
+    """One cache folder for the whole test session (FLOPs counts: scalebench.models.flops), shared by
     the xdist workers and every process a test starts, never the user's ~/.cache: the first
     sweep counts, the rest read. The controller makes it before the workers start, and they
     inherit it."""
@@ -139,7 +139,8 @@ def first_trials(record: dict, n: int) -> dict:
     the sweep computes it (tasks.train); the result is validated."""
     import copy
 
-    from scalebench import results, stats
+    from scalebench.analysis import stats
+    from scalebench.records import results
 
     r = copy.deepcopy(record)
     windows = [rank[:n] for rank in r["window_seconds"]]
@@ -237,7 +238,7 @@ def variant(records: list[dict], factor: float = 1.0, env: dict | None = None,
     import copy
     from datetime import datetime, timedelta
 
-    from scalebench import results
+    from scalebench.records import results
 
     out = []
     for record in records:
@@ -278,7 +279,7 @@ def fake_record(trials=(10.0, 10.1, 9.9), framework: str = "ddp", model: str = "
                 env: dict | None = None, timestamp: str = "2026-01-01T00:00:00+0000",
                 **fields) -> dict:
     """A valid train record with the given per-trial throughputs (fast tests; no launch)."""
-    from scalebench import results
+    from scalebench.records import results
 
     r = {"schema_version": results.SCHEMA_VERSION, "kind": "train", "status": status,
          "timestamp": timestamp, "env": {**FAKE_ENV, **(env or {})},

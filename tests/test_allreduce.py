@@ -10,15 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from scalebench import analysis, cli, config, devices, frameworks, results, tasks, units
-from scalebench import scaling_model as sm
-from scalebench.comm import SingleProcessComm
-from scalebench.errors import UserError
+from scalebench import cli, frameworks, tasks
+from scalebench.analysis import aggregate
+from scalebench.analysis import scaling_model as sm
 from scalebench.frameworks import ddp, worker_io
 from scalebench.frameworks.base import Framework, LaunchOutcome
-from scalebench.launch import Job, LaunchSpec
-from scalebench.sweep import run_allreduce
+from scalebench.hardware import devices
+from scalebench.records import results
+from scalebench.running.sweep import run_allreduce
+from scalebench.spec import config, units
+from scalebench.spec.errors import UserError
+from scalebench.spec.launch import Job, LaunchSpec
 from scalebench.tasks import allreduce
+from scalebench.worker.comm import SingleProcessComm
 from tests.conftest import cli_env, read_records
 
 CPU = devices.DeviceInfo("cpu", "gloo", 0, 4)
@@ -68,7 +72,7 @@ def test_busbw_factor_is_nccl_tests():
 
 def test_spec_round_trips_through_the_worker_dispatch():
     s = spec()
-    assert Job.from_json(s.to_json()) == s
+    assert tasks.job_from_json(s.to_json()) == s
     assert worker_io.parse_job(s.to_json()) == s
     assert tasks.KINDS[s.kind] == "scalebench.tasks.allreduce"
 
@@ -134,7 +138,7 @@ def test_failed_and_skipped_launches_give_one_record_per_size(tmp_path):
         results.append(path, record)
     loaded, problems = results.load([path])
     assert len(loaded) == 6 and not problems
-    assert [r["size_bytes"] for r in analysis.latest_allreduce_points(loaded)] == list(s.task.sizes)
+    assert [r["size_bytes"] for r in aggregate.latest_allreduce_points(loaded)] == list(s.task.sizes)
 
 
 @pytest.mark.parametrize("change, message", [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scalebench import breakdown
+from scalebench.analysis import breakdown
 from tests.conftest import fake_record
 
 

@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from scalebench import report, scaling_model
+from scalebench import report
+from scalebench.analysis import scaling_model
 from scalebench.report import html as html_report
 from scalebench.report import markdown
 from tests.conftest import fake_record, reference_records

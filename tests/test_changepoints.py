@@ -9,7 +9,8 @@ import statistics
 
 import pytest
 
-from scalebench import changepoints, cli, history, history_changes
+from scalebench import cli
+from scalebench.tracking import changepoints, history, history_changes
 from tests.conftest import fake_record, launches, read_records
 
 NOISE = 0.02  # relative noise of a launch's mean

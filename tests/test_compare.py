@@ -13,7 +13,9 @@ import statistics
 import pytest
 from scipy.stats import t as student_t
 
-from scalebench import cli, compare, identity
+from scalebench import cli
+from scalebench.analysis import compare
+from scalebench.spec import identity
 from tests.conftest import fake_record, read_records, variant, write_records
 
 TIGHT_1 = (10.0, 10.1, 9.9)
@@ -196,7 +198,7 @@ def test_partly_malformed_file_warns_and_compares(tmp_path, capsys):
 # ---------------------------------------------------------------- real records (reference set)
 
 def t_interval(samples: list[float]) -> tuple[float, float]:
-    """Student-t 95% interval of the mean, written out independently of scalebench.stats."""
+    """Student-t 95% interval of the mean, written out independently of scalebench.analysis.stats."""
     mean = statistics.fmean(samples)
     half = student_t.ppf(0.975, len(samples) - 1) * statistics.stdev(samples) / math.sqrt(len(samples))
     return mean - half, mean + half

@@ -7,8 +7,9 @@ import shlex
 
 import pytest
 
-from scalebench import cli, config
-from scalebench.devices import DeviceInfo
+from scalebench import cli
+from scalebench.hardware.devices import DeviceInfo
+from scalebench.spec import config
 from tests.conftest import REPO
 from tests.plans import flat_runs
 

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from scalebench import config
-from scalebench.devices import DeviceInfo
-from scalebench.errors import UserError
+from scalebench.hardware.devices import DeviceInfo
+from scalebench.spec import config
+from scalebench.spec.errors import UserError
 from scalebench.tasks import train
 from tests.plans import flat_runs as expand
 

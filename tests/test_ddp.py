@@ -14,7 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from scalebench import flops, results
+from scalebench.models import flops
+from scalebench.records import results
 from tests.conftest import TINY, cli_env, flags, read_records
 from tests.test_breakdown import check_real_breakdown
 from tests.test_report_html import CHROMIUM, assert_figures_loaded, browser_check
@@ -125,7 +126,7 @@ def check_real_mfu(out: Path, records: list[dict], rows: list[dict]) -> None:
 
 
 def results_cores() -> int:
-    from scalebench.envinfo import cpu_cores
+    from scalebench.hardware.envinfo import cpu_cores
 
     return cpu_cores()
 

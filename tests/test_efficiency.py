@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from scalebench import analysis, stats
+from scalebench.analysis import aggregate, stats
 
 
 def test_summary_t_interval_by_hand():
@@ -64,7 +64,7 @@ def test_summary_rows_efficiency_own_best_and_per_node():
         _record("horovod", 2, [20.0, 20.0]),
         _record("ddp", 4, [30.0, 30.0], nodes=2),
     ]
-    rows = {(r["framework"], r["world_size"]): r for r in analysis.summary_rows(records)}
+    rows = {(r["framework"], r["world_size"]): r for r in aggregate.summary_rows(records)}
     assert rows["ddp", 2]["efficiency"] == pytest.approx(0.9)
     assert rows["ddp", 2]["efficiency_vs_best"] == pytest.approx(18 / 24)
     assert rows["ddp", 2]["best_one_worker_framework"] == "horovod"
@@ -76,7 +76,7 @@ def test_summary_rows_efficiency_own_best_and_per_node():
 
 def test_summary_rows_keep_configurations_apart():
     other = _record("ddp", 1, [50.0, 50.0], model="vgg16")
-    rows = analysis.summary_rows([_record("ddp", 1, [10.0, 10.0]), _record("ddp", 2, [18.0, 18.0]),
+    rows = aggregate.summary_rows([_record("ddp", 1, [10.0, 10.0]), _record("ddp", 2, [18.0, 18.0]),
                                   other])
     vgg = [r for r in rows if r["model"] == "vgg16"][0]
     assert vgg["efficiency"] == pytest.approx(1.0)
@@ -87,5 +87,5 @@ def test_summary_rows_keep_configurations_apart():
 def test_strong_scaling_baseline_matches_the_global_batch():
     one = {**_record("ddp", 1, [10.0, 10.0]), "scaling": "strong", "batch_size": 8, "global_batch": 8}
     two = {**_record("ddp", 2, [16.0, 16.0]), "scaling": "strong", "batch_size": 4, "global_batch": 8}
-    rows = {r["world_size"]: r for r in analysis.summary_rows([one, two])}
+    rows = {r["world_size"]: r for r in aggregate.summary_rows([one, two])}
     assert rows[2]["efficiency"] == pytest.approx(0.8)

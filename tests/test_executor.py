@@ -8,11 +8,14 @@ import json
 
 import pytest
 
-from scalebench import config, executor, frameworks, results
-from scalebench.devices import DeviceInfo
+from scalebench import frameworks
 from scalebench.frameworks import ddp, horovod, ray
 from scalebench.frameworks.base import Framework, LaunchOutcome
-from scalebench.progress import Progress
+from scalebench.hardware.devices import DeviceInfo
+from scalebench.records import results
+from scalebench.running import executor
+from scalebench.running.progress import Progress
+from scalebench.spec import config
 from scalebench.tasks import train
 from tests.conftest import read_records
 

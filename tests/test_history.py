@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from scalebench import cli, history
+from scalebench import cli
+from scalebench.tracking import history
 from tests.conftest import fake_record, read_records, variant, write_records
 
 TIGHT = {1: (10.0, 10.1, 9.9), 2: (19.0, 19.2, 18.8)}
@@ -124,7 +125,7 @@ def test_history_of_the_reference_runs(tiny_sweep, tmp_path, capsys):
     assert_png_drawn(tmp_path / "history-throughput.png")
     assert_png_drawn(tmp_path / "history-efficiency.png")
     # whatever this machine's noise, the marks are exactly compare's verdicts on the same data
-    from scalebench import compare
+    from scalebench.analysis import compare
 
     c = compare.compare(records, read_records(later), metrics="throughput")
     assert out.count("regression:") == len(c.regressions)
@@ -274,7 +275,7 @@ def test_rows_keep_sweep_id_warnings_and_faults(tmp_path, capsys):
 def test_history_pairs_efficiency_launches_as_compare_does(tmp_path):
     # a 2-worker launch whose one-worker launch failed has no efficiency (compare leaves the
     # pair out too); it was paired with another launch's one-worker run
-    from scalebench import analysis, compare
+    from scalebench.analysis import aggregate, compare
 
     records = repeated_sweep(1, 11, "c1", (10.0, 11.0, 9.0), (19.0, 20.9, 17.1))
     records[2] = {**fake_record(status="failed", error="killed"), "repeat": 3, "repeats": 3}
@@ -283,5 +284,5 @@ def test_history_pairs_efficiency_launches_as_compare_does(tmp_path):
     assert [r["efficiency"] for r in two] == pytest.approx([0.95, 0.95, None])
     runs = compare.index_runs(records)
     keys = {r.newest_ok["world_size"]: k for k, r in runs.items() if r.ok}
-    paired = analysis.efficiency_samples(runs[keys[2]], runs[keys[1]], 2)
+    paired = aggregate.efficiency_samples(runs[keys[2]], runs[keys[1]], 2)
     assert paired.process_values == pytest.approx([r["efficiency"] for r in two[:2]])

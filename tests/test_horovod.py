@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from scalebench import config
-from scalebench.devices import DeviceInfo
 from scalebench.frameworks.horovod import install, launcher
+from scalebench.hardware.devices import DeviceInfo
+from scalebench.spec import config
 from scalebench.tasks import train
 from tests.conftest import TINY, cli_env, flags, read_records
 from tests.test_breakdown import check_real_breakdown

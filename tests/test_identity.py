@@ -7,7 +7,9 @@ import csv
 
 import pytest
 
-from scalebench import analysis, cli, identity
+from scalebench import cli
+from scalebench.analysis import aggregate
+from scalebench.spec import identity
 from tests.conftest import fake_record, reference_records, write_records
 
 TIGHT_1 = (10.0, 10.1, 9.9)
@@ -132,7 +134,7 @@ def test_allreduce_point_key():
 def test_summary_rows_keep_step_options_apart():
     records = [horovod(1), horovod(2), horovod(1, fp16_allreduce=True),
                horovod(2, (14.0, 14.1, 13.9), fp16_allreduce=True)]
-    rows = {(r["world_size"], r["step_label"]): r for r in analysis.summary_rows(records)}
+    rows = {(r["world_size"], r["step_label"]): r for r in aggregate.summary_rows(records)}
     assert set(rows) == {(1, ""), (2, ""), (1, "fp16_allreduce"), (2, "fp16_allreduce")}
     assert rows[2, ""]["efficiency"] == pytest.approx(0.95)
     # against its own (compressed) one-worker run
@@ -143,7 +145,7 @@ def test_summary_rows_keep_step_options_apart():
 
 
 def test_summary_rows_strong_scaling_baseline():
-    rows = {r["world_size"]: r for r in analysis.summary_rows(
+    rows = {r["world_size"]: r for r in aggregate.summary_rows(
         [strong(1, TIGHT_1), strong(2, (16.0, 16.1, 15.9))])}
     assert rows[2]["efficiency"] == pytest.approx(0.8)
     assert rows[2]["efficiency_vs_best"] == pytest.approx(0.8)
@@ -171,7 +173,7 @@ def test_report_writes_one_row_per_step_options(tmp_path, capsys):
 
 def test_reference_set_keeps_compressed_horovod_apart():
     records = reference_records("train")
-    rows = analysis.summary_rows(records)
+    rows = aggregate.summary_rows(records)
     keys = sorted((r["framework"], r["step_label"], r["world_size"]) for r in rows)
     assert keys == [("ddp", "", 1), ("ddp", "", 2), ("horovod", "", 1), ("horovod", "", 2),
                     ("horovod", "fp16_allreduce", 1), ("horovod", "fp16_allreduce", 2)]
@@ -183,7 +185,7 @@ def test_a_summary_row_has_its_records_configuration_key():
     records = [horovod(1), horovod(2, fp16_allreduce=True, hosts="a:2"),
                fake_record(world_size=2, device="cuda", env={"device_kind": "NVIDIA H100"}),
                fake_record(world_size=2, options={"bucket_cap_mb": 50})]
-    rows = analysis.summary_rows(records)
+    rows = aggregate.summary_rows(records)
     assert {identity.config_key(r) for r in rows} == {identity.config_key(r) for r in records}
 
 
@@ -210,7 +212,7 @@ def test_tf32_settings_are_different_configurations():
 
 
 def test_history_ids_of_default_tf32_records_do_not_change():
-    from scalebench import history
+    from scalebench.tracking import history
 
     r = fake_record()
     assert history._row_id(r) == history._row_id({**r, "tf32": "default"})
@@ -223,15 +225,15 @@ def test_summary_rows_keep_tf32_settings_apart_and_label_tf32_math():
     records = [cuda("on", math=on_math), cuda("off", math=off_math),
                cuda(math={"cudnn_allow_tf32": False, "matmul_precision": "high"}),
                fake_record(math={"cudnn_allow_tf32": None, "matmul_precision": None})]
-    rows = {(r["device"], r["tf32"]): r for r in analysis.summary_rows(records)}
+    rows = {(r["device"], r["tf32"]): r for r in aggregate.summary_rows(records)}
     assert set(rows) == {("cuda", "on"), ("cuda", "off"), ("cuda", "default"), ("cpu", "default")}
     assert rows["cuda", "on"]["precision_label"] == "fp32 (TF32)"
     assert rows["cuda", "off"]["precision_label"] == "fp32"
     assert rows["cuda", "default"]["precision_label"] == "fp32 (TF32)"  # matmuls at "high"
     assert rows["cpu", "default"]["precision_label"] == "fp32"
     # a record without the measured math: its setting says it
-    assert analysis.precision_label([cuda("on")]) == "fp32 (TF32)"
-    assert analysis.precision_label([cuda()]) == "fp32"
+    assert aggregate.precision_label([cuda("on")]) == "fp32 (TF32)"
+    assert aggregate.precision_label([cuda()]) == "fp32"
 
 
 def test_summary_csv_has_the_new_columns(tmp_path, capsys):
@@ -267,7 +269,7 @@ def test_injected_faults_are_a_configuration_of_their_own():
     words = "faults: input delay 0.2 s, step delay 0.3 s on rank 1"
     assert identity.describe(identity.config_key(faulted)).endswith(f" [{words}]")
     records = [fake_record(), fake_record(faults=faults), clean, faulted]
-    rows = analysis.summary_rows(records)
+    rows = aggregate.summary_rows(records)
     assert len(rows) == 4
     assert {identity.config_key(r) for r in rows} == {identity.config_key(r) for r in records}
     [row] = [r for r in rows if r["world_size"] == 2 and r["faults"]]

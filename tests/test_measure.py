@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
-from scalebench import measure
-from scalebench.comm import SingleProcessComm
 from scalebench.frameworks.base import LaunchOutcome
 from scalebench.tasks import train
+from scalebench.worker import measure
+from scalebench.worker.comm import SingleProcessComm
 
 
 class CountingComm(SingleProcessComm):

@@ -8,9 +8,13 @@ import json
 
 import pytest
 
-from scalebench import analysis, cli, datasheet, flops, mfu, peak, report, units, workloads
-from scalebench.devices import DeviceInfo
-from scalebench.errors import UserError
+from scalebench import cli, report, tasks
+from scalebench.analysis import aggregate, mfu
+from scalebench.hardware import datasheet, peak
+from scalebench.hardware.devices import DeviceInfo
+from scalebench.models import flops, workloads
+from scalebench.spec import units
+from scalebench.spec.errors import UserError
 from scalebench.tasks import train
 from tests.conftest import fake_record
 
@@ -224,13 +228,13 @@ def test_mfu_from_fabricated_records_equals_the_hand_calculation():
     # two workers share the node's cores: 8 images/s each x 3 GFLOP over half of 60 GFLOP/s
     assert two["achieved_flops_per_worker"] == pytest.approx(24e9)
     assert two["mfu"] == pytest.approx(24e9 / 30e9)
-    rows = {r["world_size"]: r for r in analysis.summary_rows([one, two])}
+    rows = {r["world_size"]: r for r in aggregate.summary_rows([one, two])}
     assert rows[1]["mfu"] == pytest.approx(0.5) and rows[2]["mfu"] == pytest.approx(0.8)
     assert rows[2]["peak_flops_per_worker"] == pytest.approx(30e9)
     assert rows[2]["efficiency"] == pytest.approx(0.8)
     # the interval is the throughput's, carried over: MFU is linear in images/s
     spread = mfu_record((15.0, 16.0, 17.0), world_size=2)
-    [row] = analysis.summary_rows([spread])
+    [row] = aggregate.summary_rows([spread])
     assert row["mfu_ci95_low"] == pytest.approx(row["ci95_low"] / 2 * FLOPS / (PEAK / 2))
     assert row["mfu_ci95_high"] == pytest.approx(row["ci95_high"] / 2 * FLOPS / (PEAK / 2))
 
@@ -245,7 +249,7 @@ def test_on_cuda_each_worker_holds_one_gpu():
 def test_old_records_without_flops_still_load_and_report(tmp_path):
     old = [fake_record((10.0,) * 3), fake_record((19.0,) * 3, world_size=2)]
     assert all("flops_per_image" not in r for r in old)
-    rows = analysis.summary_rows(old)
+    rows = aggregate.summary_rows(old)
     assert all(r["mfu"] is None and r["flops_per_image"] is None for r in rows)
     report.write_all(old, [], tmp_path)
     text = (tmp_path / "report.md").read_text()
@@ -255,7 +259,7 @@ def test_old_records_without_flops_still_load_and_report(tmp_path):
 
 
 def test_a_record_with_a_wrong_type_is_refused():
-    from scalebench import results
+    from scalebench.records import results
 
     r = mfu_record((10.0,) * 3)
     r["mfu"] = "high"
@@ -355,10 +359,9 @@ def test_a_failing_count_is_recorded_not_raised(monkeypatch):
 
 
 def test_job_round_trips_with_its_flops_and_peak():
-    from scalebench.launch import Job
 
     job = train.local_job("vgg16", 2, 32)
     job = dataclasses.replace(job, task=dataclasses.replace(job.task, peak_flops=1e11,
                                                             peak_method="measured"))
-    again = Job.from_json(job.to_json())
+    again = tasks.job_from_json(job.to_json())
     assert again.task == job.task and again.task.flops_per_image > 0

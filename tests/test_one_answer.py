@@ -9,7 +9,9 @@ import statistics
 
 import pytest
 
-from scalebench import analysis, breakdown, cli, report, scaling_model, stats, workloads
+from scalebench import cli, report
+from scalebench.analysis import aggregate, breakdown, scaling_model, stats
+from scalebench.models import workloads
 from scalebench.report import markdown
 from tests.conftest import fake_record, write_records
 
@@ -63,7 +65,7 @@ def drifting_launches() -> list[dict]:
 
 def test_case1_summary_report_and_breakdown_give_the_one_paired_interval():
     records = drifting_launches()
-    row = only(analysis.summary_rows(records), world_size=2)
+    row = only(aggregate.summary_rows(records), world_size=2)
     assert row["samples_basis"] == stats.PROCESSES
     # the unpaired delta method gave 83.3% [68.7-98.0]
     assert row["efficiency"] == pytest.approx(1 / 1.2)
@@ -78,7 +80,7 @@ def test_case1_summary_report_and_breakdown_give_the_one_paired_interval():
 
 def test_case1_scaling_model_verdict_reads_the_paired_interval():
     records = drifting_launches()
-    row = only(analysis.summary_rows(records), world_size=2)
+    row = only(aggregate.summary_rows(records), world_size=2)
     # a link that puts the bounds at exactly 90% (no overlap) and 100% (full overlap): the
     # allreduce takes a ninth of the one-worker step, less than the backward pass
     compute = row["batch_size"] / statistics.fmean(2 / a for a in ONE)  # the one-worker step
@@ -118,7 +120,7 @@ def test_case4_identical_synced_and_nosync_windows_expose_no_communication():
     windows = both_ranks([0.6, 1.0, 1.4])
     records = [record([[1.0] * 3]), record(windows, 2, nosync=windows)]
     [bd] = breakdown.rows(records)
-    summary = only(analysis.summary_rows(records), world_size=2)
+    summary = only(aggregate.summary_rows(records), world_size=2)
     assert bd["communication"] == pytest.approx(0.0, abs=EXACT)  # was -12.7% of ideal
     assert bd["straggler"] == pytest.approx(0.0, abs=EXACT)
     assert bd["input_wait"] == pytest.approx(0.0, abs=EXACT)
@@ -266,7 +268,7 @@ def test_breakdown_rows_add_up_with_the_batch_effect_column():
 
 def test_efficiency_vs_best_is_paired_like_the_efficiency():
     # ddp's own one-worker run is the best one: both numbers are the same one
-    ddp = only(analysis.summary_rows(ray_and_ddp()), world_size=2, framework="ddp")
+    ddp = only(aggregate.summary_rows(ray_and_ddp()), world_size=2, framework="ddp")
     assert ddp["best_one_worker_framework"] == "ddp"
     assert ddp["efficiency_vs_best"] == ddp["efficiency"]
     [bd] = [r for r in breakdown.rows(ray_and_ddp()) if r["framework"] == "ddp"]

@@ -21,11 +21,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from scalebench import config, results
-from scalebench.envinfo import cpu_cores
 from scalebench.frameworks.ray import resources as ray_resources
-from scalebench.progress import Progress
-from scalebench.sweep import run_sweep
+from scalebench.hardware.envinfo import cpu_cores
+from scalebench.records import results
+from scalebench.running.progress import Progress
+from scalebench.running.sweep import run_sweep
+from scalebench.spec import config
 from tests.conftest import REPO, TINY, cli_env, read_records
 from tests.test_breakdown import check_real_breakdown
 

@@ -8,7 +8,8 @@ import statistics
 
 import pytest
 
-from scalebench import analysis, cli, compare, stats
+from scalebench import cli
+from scalebench.analysis import aggregate, compare, stats
 from tests.conftest import fake_record, launches, write_records
 
 T2 = 4.302652729911275  # Student t, 0.975 quantile, 2 degrees of freedom
@@ -28,7 +29,7 @@ def only(rows: list[dict], **match) -> dict:
 # ---------------------------------------------------------------- summary rows
 
 def test_a_row_summarises_every_ok_launch_by_its_per_process_means():
-    rows = analysis.summary_rows(launches(around(10.0, 11.0, 12.0)))
+    rows = aggregate.summary_rows(launches(around(10.0, 11.0, 12.0)))
     row = only(rows, world_size=1)
     assert (row["processes"], row["processes_planned"], row["trials_total"]) == (3, 3, 9)
     assert row["samples_basis"] == "processes"
@@ -41,7 +42,7 @@ def test_a_row_summarises_every_ok_launch_by_its_per_process_means():
 
 
 def test_one_launch_falls_back_to_its_trials():
-    row = only(analysis.summary_rows([fake_record((10.0, 12.0, 14.0))]), world_size=1)
+    row = only(aggregate.summary_rows([fake_record((10.0, 12.0, 14.0))]), world_size=1)
     assert (row["processes"], row["samples_basis"]) == (1, "trials")
     assert row["samples_text"] == "3 trials (1 process)"
     assert row["std"] == pytest.approx(2.0)
@@ -51,7 +52,7 @@ def test_failed_launches_are_counted_and_named():
     records = launches(around(10.0, 11.0, 12.0))
     records[1] = {**fake_record(status="failed", error="NCCL timeout"), "repeat": 2,
                   "repeats": 3}
-    row = only(analysis.summary_rows(records), world_size=1)
+    row = only(aggregate.summary_rows(records), world_size=1)
     assert (row["processes"], row["processes_planned"]) == (2, 3)
     assert row["launches_text"] == "2 of 3 launches ok"
     assert row["warnings"] == ["launch 2 failed: NCCL timeout"]
@@ -62,14 +63,14 @@ def test_a_relaunched_repeat_replaces_the_earlier_record():
     # the same launch recorded twice (e.g. --resume after a failure): the newest ok one counts
     first = fake_record((5.0, 5.0, 5.0))
     again = fake_record((10.0, 10.1, 9.9), timestamp="2026-01-01T01:00:00+0000")
-    row = only(analysis.summary_rows([first, again]), world_size=1)
+    row = only(aggregate.summary_rows([first, again]), world_size=1)
     assert row["processes"] == 1 and row["images_per_sec"] == pytest.approx(10.0)
 
 
 def test_efficiency_of_repeated_runs_from_per_process_means():
     records = launches(around(10.0, 10.0, 10.0)) + launches(around(18.0, 18.0, 18.0),
                                                             world_size=2)
-    row = only(analysis.summary_rows(records), world_size=2)
+    row = only(aggregate.summary_rows(records), world_size=2)
     assert row["efficiency"] == pytest.approx(0.9)
     assert row["efficiency_ci95_low"] == pytest.approx(0.9)  # no spread between launches
 
@@ -122,9 +123,9 @@ def test_efficiency_samples_carry_the_baseline_uncertainty():
 def test_efficiency_pairs_launch_r_with_launch_r():
     one = launches(around(10.0, 8.0))
     two = launches(around(18.0, 16.0), world_size=2)
-    runs = analysis.group_runs(one + two)
+    runs = aggregate.group_runs(one + two)
     keys = {r.newest_ok["world_size"]: k for k, r in runs.items()}
-    samples = analysis.efficiency_samples(runs[keys[2]], runs[keys[1]], 2)
+    samples = aggregate.efficiency_samples(runs[keys[2]], runs[keys[1]], 2)
     assert samples.process_values == pytest.approx((18 / 20, 16 / 16))
     assert samples.trials[0] == pytest.approx(17.9 / (2 * 9.9))  # trial 1 of launch 1 each
     assert len(samples.trials) == 6 and samples.basis == "processes"

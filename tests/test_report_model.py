@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from scalebench import analysis, report, stats
+from scalebench import report
+from scalebench.analysis import aggregate, stats
 from scalebench.report import html as html_report
 from scalebench.report import markdown, tables
 from scalebench.report.format import interval, num, pct, pct_interval
@@ -51,13 +52,13 @@ def test_sections_stay_when_there_is_nothing_to_put_in_them(tmp_path):
 
 def test_summary_rows_are_computed_once_per_write_all(tmp_path, monkeypatch):
     calls = []
-    original = analysis.summary_rows
+    original = aggregate.summary_rows
 
     def counted(records):
         calls.append(len(records))
         return original(records)
 
-    monkeypatch.setattr(analysis, "summary_rows", counted)
+    monkeypatch.setattr(aggregate, "summary_rows", counted)
     written = report.write_all(reference_records(), [], tmp_path)
     assert calls == [9]
     assert [p.name for p in written] == ["summary.csv", "breakdown.csv", "efficiency.png",
@@ -115,7 +116,7 @@ def test_scaling_model_and_allreduce_in_both_reports(tmp_path):
 
 
 def test_a_given_link_models_every_multi_worker_run():
-    from scalebench import scaling_model
+    from scalebench.analysis import scaling_model
 
     link = scaling_model.Link(1e9, 5e-6, "given")
     model = report.build(reference_records("train"), [], link)

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from scalebench import results
 from scalebench.frameworks import ddp
 from scalebench.frameworks.base import LaunchOutcome
-from scalebench.launch import Job, LaunchSpec
-from scalebench.progress import Progress
+from scalebench.records import results
+from scalebench.running.progress import Progress
+from scalebench.spec.launch import Job, LaunchSpec
 from scalebench.tasks import train
 
 SPEC = Job("001-ddp-vgg16-w2-fp32", "train",

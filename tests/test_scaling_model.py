@@ -7,9 +7,11 @@ import math
 
 import pytest
 
-from scalebench import analysis, cli, units
-from scalebench import scaling_model as sm
-from scalebench.errors import UserError
+from scalebench import cli
+from scalebench.analysis import aggregate
+from scalebench.analysis import scaling_model as sm
+from scalebench.spec import units
+from scalebench.spec.errors import UserError
 
 GBIT25 = 25e9 / 8
 
@@ -322,7 +324,7 @@ def test_links_come_from_the_newest_allreduce_points():
     records = [allreduce_record(s, 1.0) for s in (2**20, 2**23)]  # older, replaced below
     records += [allreduce_record(s, s / bw, "t1") for s in (2**20, 2**23)]
     records.append(allreduce_record(2**20, 9.0, status="failed"))
-    points = analysis.latest_allreduce_points(records)
+    points = aggregate.latest_allreduce_points(records)
     assert [(p["size_bytes"], p["timestamp"]) for p in points] == [(2**20, "t1"), (2**23, "t1")]
     [(key, link)] = sm.links_from_allreduce(records).items()
     assert key == ("ddp", "cpu", 2, 1)

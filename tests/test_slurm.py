@@ -21,10 +21,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from scalebench import config
-from scalebench.errors import UserError
 from scalebench.slurm import allocation, script, steps, task
 from scalebench.slurm.allocation import Allocation, Placement
+from scalebench.spec import config
+from scalebench.spec.errors import UserError
 from tests.conftest import REPO, TINY, cli_env, flags, read_records
 
 PY = sys.executable
@@ -99,7 +99,7 @@ def test_outside_an_allocation_is_a_clear_error():
 
 
 def test_launch_spec_takes_nodes_threads_and_launcher_from_the_allocation(monkeypatch):
-    from scalebench import devices
+    from scalebench.hardware import devices
     from scalebench.tasks import train
 
     env = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "c[1-2]",

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from scalebench import stats
-from scalebench.compare import judge
+from scalebench.analysis import stats
+from scalebench.analysis.compare import judge
 
 T2 = 4.302652729911275  # Student t, 0.975 quantile, 2 degrees of freedom
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from scalebench import cli, compare, identity
+from scalebench import cli
+from scalebench.analysis import compare
+from scalebench.spec import identity
 from tests.conftest import fake_record, write_records
 
 ONE = (10.0, 10.05, 9.95, 10.02, 9.98)  # 5 tight trials (~0.5% spread)

@@ -8,8 +8,8 @@ import itertools
 
 import pytest
 
-from scalebench.errors import UserError
 from scalebench.slurm import allocation
+from scalebench.spec.errors import UserError
 from scalebench.vet import schedule, verdict
 from scalebench.vet.verdict import Figures
 
@@ -374,8 +374,9 @@ def test_sweep_vets_first_cordons_the_slowed_node_and_runs_without_it(four_nodes
 
 
 def test_runs_go_on_vetted_nodes_and_one_that_needs_more_is_unplaced(monkeypatch):
-    from scalebench import config, devices
+    from scalebench.hardware import devices
     from scalebench.slurm import steps
+    from scalebench.spec import config
     from scalebench.tasks import train
     from scalebench.vet.files import Vetting
 
@@ -406,8 +407,8 @@ def test_slurm_script_vet_makes_the_job_vet_first(tmp_path, monkeypatch, capsys)
                      "job.sh"]) == 0
     text = (tmp_path / "job.sh").read_text()
     assert " --vet" in text and "--launcher slurm" in text
-    from scalebench import config
     from scalebench.commands.slurm_script import sweep_values
+    from scalebench.spec import config
 
     spec = config.build_spec(sweep_values(str(workload), ["--vet"]))
     assert (spec.vet.repeats, spec.vet.threshold, spec.vet.model) == (4, 15.0, "inception_v3")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from scalebench import config
 from scalebench.commands.framework_flags import add_framework_flags, section_values
-from scalebench.errors import UserError
-from scalebench.sweep import run_allreduce
+from scalebench.running.sweep import run_allreduce
+from scalebench.spec import config
+from scalebench.spec.errors import UserError
 from scalebench.tasks import allreduce
 
 TOP_FLAGS = {  # flag dest -> SweepSpec field

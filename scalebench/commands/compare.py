@@ -14,8 +14,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from scalebench import compare, fields, results
-from scalebench.errors import UserError
+from scalebench.analysis import compare
+from scalebench.records import results
+from scalebench.spec import fields
+from scalebench.spec.errors import UserError
 
 
 def register(sub) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from scalebench import devices, envinfo
+from scalebench.hardware import devices, envinfo
 
 
 def register(sub) -> None:

@@ -12,9 +12,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from scalebench import changepoints, history, history_changes, results
 from scalebench.commands.compare import write_markdown
-from scalebench.errors import UserError
+from scalebench.records import results
+from scalebench.spec.errors import UserError
+from scalebench.tracking import changepoints, history, history_changes
 
 
 def _detect_options(p: argparse.ArgumentParser) -> None:

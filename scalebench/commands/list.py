@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from scalebench import flops, frameworks, units, workloads
+from scalebench import frameworks
+from scalebench.models import flops, workloads
+from scalebench.spec import units
 
 
 def register(sub) -> None:

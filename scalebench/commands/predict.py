@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from scalebench import flops, units, workloads
-from scalebench import scaling_model as sm
-from scalebench.errors import UserError
+from scalebench.analysis import scaling_model as sm
+from scalebench.models import flops, workloads
+from scalebench.spec import units
+from scalebench.spec.errors import UserError
 
 
 def register(sub) -> None:

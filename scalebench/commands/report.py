@@ -6,8 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from scalebench import report, results, units
-from scalebench import scaling_model as sm
+from scalebench import report
+from scalebench.analysis import scaling_model as sm
+from scalebench.records import results
+from scalebench.spec import units
 
 
 def register(sub) -> None:

@@ -9,9 +9,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from scalebench import config, fields
-from scalebench.errors import UserError
 from scalebench.slurm import script
+from scalebench.spec import config, fields
+from scalebench.spec.errors import UserError
 
 
 def register(sub) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from scalebench import config
 from scalebench.commands.framework_flags import add_framework_flags, section_values
-from scalebench.sweep import run_sweep
+from scalebench.running.sweep import run_sweep
+from scalebench.spec import config
 
 TOP_FLAGS = {  # flag dest -> SweepSpec field
     "models": "models", "frameworks": "frameworks", "workers": "workers",

@@ -1,7 +1,9 @@
 """Framework adapters: one package each (ddp/, horovod/, ray/); they never import each other.
 
 Adding a framework: its own package with a FRAMEWORK object (frameworks.base.Framework) and one
-line in PACKAGES.
+line in PACKAGES. Frameworks import worker (the loop), spec, records, hardware and slurm; the
+worker entry (worker_io) looks up the task registry to run the task its Job names; never running,
+analysis, tracking or the report.
 """
 
 from __future__ import annotations

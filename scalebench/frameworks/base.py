@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scalebench.records import STATUSES
+from scalebench.records.schema import STATUSES
 
 if TYPE_CHECKING:
-    from scalebench.launch import Job
+    from scalebench.spec.launch import Job
 
 MIB = 2**20
 

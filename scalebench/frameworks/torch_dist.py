@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from scalebench.comm import Comm
+from scalebench.worker.comm import Comm
 
 
 class TorchDistComm(Comm):

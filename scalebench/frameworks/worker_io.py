@@ -11,14 +11,16 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from scalebench import atomic
-from scalebench.comm import Comm
 from scalebench.frameworks.process import RESULT_FILE, SPEC_FILE
-from scalebench.launch import Job, LaunchSpec
+from scalebench.records import atomic
+from scalebench.spec.launch import Job, LaunchSpec
+from scalebench.worker.comm import Comm
 
 
 def parse_job(text: str) -> Job:
-    return Job.from_json(text)
+    from scalebench import tasks
+
+    return tasks.job_from_json(text)
 
 
 def execute(job: Job, comm: Comm) -> dict | None:

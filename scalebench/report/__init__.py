@@ -1,15 +1,16 @@
 """The files every sweep leaves: summary.csv, breakdown.csv, efficiency.png, throughput.png (and,
 where runs have a breakdown, waterfall.png and bounds.png), report.md and report.html, all from
-one ReportModel (report.model.build)."""
+one ReportModel (report.model.build). Imports analysis, tracking (history page), records and spec;
+never frameworks' packages, tasks or running."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from scalebench import analysis, breakdown, scaling_model
+from scalebench.analysis import aggregate, breakdown, scaling_model
+from scalebench.records.results import Problem
 from scalebench.report import figures, html, markdown
 from scalebench.report.model import ReportModel, build
-from scalebench.results import Problem
 
 __all__ = ["ReportModel", "build", "write_all"]
 
@@ -27,7 +28,7 @@ def write_all(records: list[dict], problems: list[Problem], out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     model = build(records, problems, link)
     csv_path = out_dir / "summary.csv"
-    pd.DataFrame(analysis.csv_rows(model.rows), columns=analysis.SUMMARY_COLUMNS).to_csv(
+    pd.DataFrame(aggregate.csv_rows(model.rows), columns=aggregate.SUMMARY_COLUMNS).to_csv(
         csv_path, index=False)
     breakdown_path = out_dir / "breakdown.csv"
     pd.DataFrame(breakdown.csv_rows(model.losses.rows), columns=breakdown.BREAKDOWN_COLUMNS

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from scalebench import history_changes as hc
 from scalebench.report.html import CSS, esc, image_tag, raw_table
+from scalebench.tracking import history_changes as hc
 
 TITLE = "scalebench history"
 CAPTIONS = {

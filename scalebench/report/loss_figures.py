@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalebench.breakdown import label
+from scalebench.analysis.breakdown import label
 from scalebench.report import plotting
 from scalebench.report.labels import series_label
 from scalebench.report.losses import WATERFALL, Limit, SeriesLosses

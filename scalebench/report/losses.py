@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scalebench import breakdown, identity, scaling_model
+from scalebench.analysis import breakdown, scaling_model
 from scalebench.report.format import num
 from scalebench.report.labels import group_title, run_label, series_label
-from scalebench.units import format_bandwidth
+from scalebench.spec import identity
+from scalebench.spec.units import format_bandwidth
 
 Chooser = Callable[[dict], scaling_model.Link | None]
 # The losses in the waterfall's order, from ideal down to the measured throughput; the
@@ -180,7 +181,7 @@ def no_allreduce(row: dict) -> str:
 
 def build(records: Sequence[dict], rows: Sequence[dict], modelled: Sequence[tuple[dict, dict]],
           choose: Chooser, link_measured: bool) -> Losses:
-    """rows: analysis.summary_rows; modelled: (multi-worker summary row, model_rows entry);
+    """rows: aggregate.summary_rows; modelled: (multi-worker summary row, model_rows entry);
     choose: the scaling model's link for a row; link_measured: whether links come from
     allreduce records (else a link was given)."""
     entries = {identity.config_key(row): entry for row, entry in modelled}

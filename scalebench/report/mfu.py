@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from scalebench.units import format_flops
+from scalebench.spec.units import format_flops
 
 KEY = "mfu"
 TITLE = "Distance to the compute limit (MFU)"

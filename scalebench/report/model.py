@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scalebench import analysis, identity, scaling_model, stats, units
+from scalebench.analysis import aggregate, scaling_model, stats
+from scalebench.records.results import Problem
 from scalebench.report import losses as losses_model
 from scalebench.report import mfu as mfu_model
 from scalebench.report.format import pct, plural
@@ -19,7 +20,7 @@ from scalebench.report.labels import MODEL_NAMES, group_title, run_label, series
 from scalebench.report.labels import framework_label as framework_label  # re-exported
 from scalebench.report.labels import step_label as step_label  # re-exported
 from scalebench.report.labels import workers_label as workers_label  # re-exported
-from scalebench.results import Problem
+from scalebench.spec import identity, units
 
 TITLE = "scalebench report"
 # Horovod's published efficiencies at 512 GPUs (fp32).
@@ -69,7 +70,7 @@ BREAKDOWN_TEXT = (
     "interval are the headline's paired ones, the parts' intervals are 95% over launches (none "
     "with one launch). The verdict ranks the frameworks by the throughput they deliver at the "
     "largest worker count and names a framework whose own one-worker run is more than "
-    f"{analysis.SLOW_BASELINE:.0%} slower than the best one, since that flatters its own "
+    f"{aggregate.SLOW_BASELINE:.0%} slower than the best one, since that flatters its own "
     "efficiency.",
     "**Distance to the limit**: the bus bandwidth a ring allreduce of the run's gradients (its "
     "parameter count, fp32 or fp16 as its options say) would need to take exactly the exposed "
@@ -139,7 +140,7 @@ def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
             "scaling. It is taken against the same framework's one-worker run and, in \"vs best "
             "1-worker\", against the fastest one-worker run of any framework, which keeps a slow "
             "single-worker baseline from flattering a framework; the headline names a framework "
-            f"whose own one-worker run is more than {analysis.SLOW_BASELINE:.0%} slower than "
+            f"whose own one-worker run is more than {aggregate.SLOW_BASELINE:.0%} slower than "
             "the best. A run is flagged **noisy** when "
             f"the standard deviation of its samples (trials, or launches) exceeds {noisy} of its "
             "mean; treat its numbers with care, or re-run with more trials or launches.",
@@ -290,7 +291,7 @@ class ReportModel:
     input_problems: tuple[str, ...]
     record_count: int
     counts: dict[str, int]  # status -> records
-    rows: tuple[dict, ...]  # analysis.summary_rows, computed once
+    rows: tuple[dict, ...]  # aggregate.summary_rows, computed once
     groups: tuple[Group, ...]
     noisy: tuple[dict, ...]
     published: tuple[PublishedPoint, ...]
@@ -353,8 +354,8 @@ class ReportModel:
 
 def build(records: list[dict], problems: Sequence[Problem], link: scaling_model.Link | None = None,
           alpha: float = 0.05, title: str = TITLE) -> ReportModel:
-    """Everything the reports show; analysis.summary_rows is called exactly once."""
-    rows = analysis.summary_rows(records)
+    """Everything the reports show; aggregate.summary_rows is called exactly once."""
+    rows = aggregate.summary_rows(records)
     groups = _groups(rows)
     choose = _chooser(records, link)
     modelled = _modelled(rows, choose)
@@ -370,7 +371,7 @@ def build(records: list[dict], problems: Sequence[Problem], link: scaling_model.
         published=_published(rows),
         comparisons=_comparisons(groups, alpha),
         modelled=modelled,
-        allreduce=tuple(analysis.latest_allreduce_points(records)),
+        allreduce=tuple(aggregate.latest_allreduce_points(records)),
         failures=_failures(records),
         environments=_environments(records),
         settings=tuple(sorted({(r["scaling"], r["warmup"], r["trials"], r["iters"],
@@ -389,7 +390,7 @@ def _line_order(row: dict) -> tuple:
 def group_headline(rows: Sequence[dict]) -> str:
     """At a series' largest worker count (one node count), the lines ranked by the throughput
     they deliver, with efficiency against the best one-worker run; and each line there whose
-    own one-worker run is much slower than the best one (analysis.slow_baseline_note). "" with
+    own one-worker run is much slower than the best one (aggregate.slow_baseline_note). "" with
     nothing to rank or name."""
     multi = [r for r in rows if r["world_size"] > 1]
     if not multi:
@@ -407,7 +408,7 @@ def group_headline(rows: Sequence[dict]) -> str:
                      + (f" on {at_top[0]['nodes']} nodes" if at_top[0]["nodes"] > 1 else "")
                      + f", ranked by the throughput they deliver: "
                      f"{'; '.join(said(r) for r in at_top)}.")
-    parts += [note + "." for note in map(analysis.slow_baseline_note, at_top) if note]
+    parts += [note + "." for note in map(aggregate.slow_baseline_note, at_top) if note]
     return " ".join(parts)
 
 
@@ -480,7 +481,7 @@ SUPERSEDED = "; this launch also has an ok record, which the tables use"
 def _failures(records: list[dict]) -> tuple[Failure, ...]:
     """Every record that is not ok; a train launch that also has an ok record (run again, e.g.
     with --resume) says so."""
-    ok = {(key, k) for key, runs in analysis.group_runs(records).items() for k in runs.by_repeat()}
+    ok = {(key, k) for key, runs in aggregate.group_runs(records).items() for k in runs.by_repeat()}
     out = []
     for r in records:
         if r.get("status") == "ok":
@@ -488,7 +489,7 @@ def _failures(records: list[dict]) -> tuple[Failure, ...]:
         what = r.get("model") or (f"allreduce {units.format_size(r['size_bytes'])}"
                                   if r.get("kind") == "allreduce" and "size_bytes" in r else "")
         again = r.get("kind") == "train" and \
-            (identity.config_key(r), analysis.repeat_of(r)) in ok
+            (identity.config_key(r), aggregate.repeat_of(r)) in ok
         out.append(Failure(str(r.get("run_id", r.get("kind"))), str(r.get("framework") or ""),
                            str(what), str(r.get("world_size", "")), str(r.get("status")),
                            str(r.get("error") or "no reason recorded") + (SUPERSEDED if again

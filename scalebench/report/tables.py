@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalebench import units
-from scalebench.breakdown import label
+from scalebench.analysis.breakdown import label
 from scalebench.report.format import (
     DASH,
     gb_per_s,
@@ -29,6 +28,7 @@ from scalebench.report.model import (
     series_label,
     workers_label,
 )
+from scalebench.spec import units
 
 
 @dataclass(frozen=True)

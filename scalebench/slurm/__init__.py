@@ -6,5 +6,6 @@ task.py: the first thing every task of a step runs (records the step, maps Slurm
 environment for torch.distributed), then the framework's worker; script.py: the sbatch file of
 `scalebench slurm-script`.
 
-Kept import-light: task.py runs at the start of every task.
+Kept import-light: task.py runs at the start of every task. Imports spec and records; steps.py
+also frameworks.base and process (the launch outcome, killing a tree).
 """

@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from scalebench.errors import UserError
+from scalebench.spec.errors import UserError
 
 JOB_VAR = "SLURM_JOB_ID"
 OUTSIDE = ("launcher: slurm runs inside a Slurm allocation (salloc or sbatch), but SLURM_JOB_ID "

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scalebench.errors import UserError
 from scalebench.slurm.allocation import Allocation
+from scalebench.spec.errors import UserError
 
 _TIME = re.compile(r"\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+|\d+-\d+:\d{2}|\d+-\d+:\d{2}:\d{2}")
 _NAME = re.compile(r"[A-Za-z0-9._-]+")

@@ -32,7 +32,7 @@ from scalebench.slurm import allocation
 from scalebench.slurm.allocation import Allocation, Placement
 
 if TYPE_CHECKING:
-    from scalebench.launch import Job, LaunchSpec
+    from scalebench.spec.launch import Job, LaunchSpec
 
 STEP_INFO = "slurm-step.json"
 TASK_MODULE = "scalebench.slurm.task"

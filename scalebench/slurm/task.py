@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from scalebench import atomic
+from scalebench.records import atomic
 from scalebench.slurm.allocation import expand_counts, expand_hostlist
 
 

@@ -20,13 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scalebench import identity, stats, units
-from scalebench.comm import Comm
-from scalebench.errors import UserError
+from scalebench.analysis import stats
 from scalebench.frameworks.base import LaunchOutcome
-from scalebench.launch import Job
-from scalebench.records import LAUNCH_FIELDS, RecordError, check_fields, launch_fields
+from scalebench.records.schema import LAUNCH_FIELDS, RecordError, check_fields, launch_fields
+from scalebench.spec import identity, units
+from scalebench.spec.errors import UserError
+from scalebench.spec.launch import Job
 from scalebench.tasks.base import Task
+from scalebench.worker.comm import Comm
 
 KIND = "allreduce"
 DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -83,7 +84,7 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
     """
     import torch
 
-    from scalebench import measure
+    from scalebench.worker import measure
 
     spec: AllreduceSpec = job.task
     measure.set_threads(job.launch.threads_per_worker)
@@ -168,7 +169,7 @@ def validate_fields(record: dict[str, Any]) -> None:
 def build_records(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_reason: str = ""
                   ) -> list[dict]:
     """One validated record per message size from a launch outcome (None: skipped)."""
-    from scalebench import results
+    from scalebench.records import results
 
     spec: AllreduceSpec = job.task
     base: dict[str, Any] = {**launch_fields(job, env), "dtype": spec.dtype, "warmup": spec.warmup,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from scalebench.comm import Comm
 from scalebench.frameworks.base import LaunchOutcome
-from scalebench.launch import Job
+from scalebench.spec.launch import Job
+from scalebench.worker.comm import Comm
 
 
 class Task:

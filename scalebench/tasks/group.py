@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scalebench import atomic
-from scalebench.comm import Comm
 from scalebench.frameworks.base import LaunchOutcome
-from scalebench.launch import GroupPlace, Job
+from scalebench.records import atomic
+from scalebench.spec.launch import GroupPlace, Job
 from scalebench.tasks.base import Task
+from scalebench.worker.comm import Comm
 
 KIND = "group"
 MEMBER_FILE = "member-{index}.json"
@@ -33,7 +33,9 @@ class GroupSpec:
     results_dir: str  # where rank 0 leaves each member's result (the group's run folder)
 
     def jobs(self) -> list[Job]:
-        return [Job.from_json(text) for text in self.members]
+        from scalebench import tasks
+
+        return [tasks.job_from_json(text) for text in self.members]
 
 
 def group_key(job: Job) -> tuple | None:

@@ -11,19 +11,23 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from scalebench import devices, flops, frameworks, identity, mfu, stats, workloads
-from scalebench.comm import Comm
-from scalebench.errors import UserError
+from scalebench import frameworks
+from scalebench.analysis import mfu, stats
 from scalebench.frameworks.base import LaunchOutcome
-from scalebench.launch import Job, LaunchSpec
-from scalebench.records import (
+from scalebench.hardware import devices
+from scalebench.models import flops, workloads
+from scalebench.records.schema import (
     LAUNCH_FIELDS,
     RecordError,
     check_fields,
     check_optional,
     launch_fields,
 )
+from scalebench.spec import identity
+from scalebench.spec.errors import UserError
+from scalebench.spec.launch import Job, LaunchSpec
 from scalebench.tasks.base import Task
+from scalebench.worker.comm import Comm
 
 KIND = "train"
 MIN_CUDA_WARMUP = 2
@@ -251,7 +255,7 @@ def interleave(configs: list[tuple[str, LaunchSpec, TrainSpec]], repeats: int,
 def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_reason: str = ""
                  ) -> dict[str, Any]:
     """The validated record of one run from its job and launch outcome (None: skipped)."""
-    from scalebench import results
+    from scalebench.records import results
 
     spec: TrainSpec = job.task
     record: dict[str, Any] = {
@@ -367,7 +371,7 @@ class TrainTask(Task):
     spec_type = TrainSpec
 
     def worker(self, job: Job, comm: Comm) -> dict | None:
-        from scalebench import measure
+        from scalebench.worker import measure
 
         return measure.run(job, comm)
 

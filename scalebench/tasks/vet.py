@@ -28,12 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from scalebench.comm import Comm, SingleProcessComm
 from scalebench.frameworks.base import LaunchOutcome
-from scalebench.launch import Job
-from scalebench.records import LAUNCH_FIELDS, RecordError, check_fields, launch_fields
+from scalebench.records.schema import LAUNCH_FIELDS, RecordError, check_fields, launch_fields
+from scalebench.spec.launch import Job
 from scalebench.tasks.base import Task
 from scalebench.tasks.train import TrainSpec
+from scalebench.worker.comm import Comm, SingleProcessComm
 
 KIND = "vet"
 PROBES = ("nodes", "pairs")
@@ -101,7 +101,7 @@ class Slowed:
         self.call, self.fraction, self.device = call, fraction, device
 
     def __call__(self) -> Any:
-        from scalebench import measure
+        from scalebench.worker import measure
 
         start = time.perf_counter()
         out = self.call()
@@ -159,8 +159,8 @@ def node_probes(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_cou
                 ) -> dict | None:
     import torch
 
-    from scalebench import measure
-    from scalebench.step import Step, plain_optimizer_step
+    from scalebench.worker import measure
+    from scalebench.worker.step import Step, plain_optimizer_step
 
     spec: VetSpec = job.task
     train: TrainSpec = spec.train
@@ -233,8 +233,8 @@ def pair_probes(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_cou
                 ) -> dict | None:
     import torch.distributed as dist
 
-    from scalebench import measure
     from scalebench.tasks import allreduce
+    from scalebench.worker import measure
 
     spec: VetSpec = job.task
     measure.set_threads(job.launch.threads_per_worker)
@@ -324,7 +324,7 @@ def check_vet_record(record: dict[str, Any]) -> None:
 
 def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_reason: str = ""
                  ) -> dict[str, Any]:
-    from scalebench import results
+    from scalebench.records import results
 
     spec: VetSpec = job.task
     record: dict[str, Any] = {

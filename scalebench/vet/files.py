@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalebench import atomic
-from scalebench.errors import UserError
+from scalebench.records import atomic
 from scalebench.slurm.allocation import Allocation, compress_hostlist
+from scalebench.spec.errors import UserError
 
 VET_FILE = "vet.json"
 VETTED_FILE = "vetted-nodes.txt"

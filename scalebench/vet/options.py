@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scalebench import fields, units, workloads
-from scalebench.errors import UserError
+from scalebench.models import workloads
+from scalebench.spec import fields, units
+from scalebench.spec.errors import UserError
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")

@@ -15,10 +15,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scalebench import devices, workloads
-from scalebench.errors import UserError
-from scalebench.launch import Job, LaunchSpec
+from scalebench.hardware import devices
+from scalebench.models import workloads
 from scalebench.slurm.allocation import Allocation, compress_hostlist
+from scalebench.spec.errors import UserError
+from scalebench.spec.launch import Job, LaunchSpec
 from scalebench.tasks import vet as vet_task
 from scalebench.tasks.train import TrainSpec, check_warmup
 from scalebench.vet import schedule

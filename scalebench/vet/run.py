@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from scalebench import devices, envinfo, executor
-from scalebench.errors import UserError
-from scalebench.progress import Progress
+from scalebench.hardware import devices, envinfo
+from scalebench.running import executor
+from scalebench.running.progress import Progress
 from scalebench.slurm import allocation
 from scalebench.slurm.allocation import Allocation, compress_hostlist
+from scalebench.spec.errors import UserError
 from scalebench.vet import files, plan, verdict
 from scalebench.vet.options import VetOptions
 

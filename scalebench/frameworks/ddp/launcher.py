@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from scalebench.envinfo import package_version
 from scalebench.frameworks import process
 from scalebench.frameworks.base import Framework, LaunchOutcome
 from scalebench.frameworks.ddp import options as ddp_options
-from scalebench.launch import Job
+from scalebench.hardware.envinfo import package_version
 from scalebench.slurm import steps
+from scalebench.spec.launch import Job
 
 WORKER_MODULE = "scalebench.frameworks.ddp.worker"
 

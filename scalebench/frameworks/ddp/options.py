@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalebench import fields
-from scalebench.errors import UserError
 from scalebench.frameworks.base import Flag
+from scalebench.spec import fields
+from scalebench.spec.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from scalebench.frameworks.horovod import install
 from scalebench.frameworks.horovod import options as hvd_options
 from scalebench.frameworks.horovod.install import check_installation, horovodrun_path
 from scalebench.frameworks.horovod.slurm_worker import SLOTS_FILE
-from scalebench.launch import Job
 from scalebench.slurm import steps
+from scalebench.spec.launch import Job
 
 WORKER_MODULE = "scalebench.frameworks.horovod.worker"
 SLURM_WORKER_MODULE = "scalebench.frameworks.horovod.slurm_worker"

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scalebench.comm import Comm
 from scalebench.frameworks.worker_io import run_worker
+from scalebench.worker.comm import Comm
 
 
 class HorovodComm(Comm):

@@ -23,10 +23,10 @@ import time
 import traceback
 from pathlib import Path
 
-from scalebench import atomic
 from scalebench.frameworks import worker_io
 from scalebench.frameworks.process import RESULT_FILE
 from scalebench.frameworks.ray import resources
+from scalebench.records import atomic
 
 DRIVER_FILE = "ray-driver.json"
 NODES_TIMEOUT = 120.0  # seconds for every node of a cluster being started to join

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from scalebench import atomic
+from scalebench.records import atomic
 
 # Environment a driver process needs to join this cluster (ray.init may turn on token auth).
 CLIENT_ENV = ("RAY_AUTH_MODE",)

@@ -24,7 +24,6 @@ import sys
 import time
 from pathlib import Path
 
-from scalebench.envinfo import cpu_cores
 from scalebench.frameworks import process
 from scalebench.frameworks.base import Framework, LaunchOutcome
 from scalebench.frameworks.ray import options as ray_options
@@ -38,8 +37,9 @@ from scalebench.frameworks.ray.cluster import (
     unreachable,
 )
 from scalebench.frameworks.ray.driver import DRIVER_FILE, ERROR_FILE, STAGES
-from scalebench.launch import Job, LaunchSpec
+from scalebench.hardware.envinfo import cpu_cores
 from scalebench.slurm import allocation, steps
+from scalebench.spec.launch import Job, LaunchSpec
 
 
 class RayTrain(Framework):

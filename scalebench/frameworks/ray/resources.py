@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from scalebench.launch import LaunchSpec
+from scalebench.spec.launch import LaunchSpec
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB

@@ -23,7 +23,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalebench import atomic, workloads
+from scalebench.models import workloads
+from scalebench.records import atomic
 
 COUNT_BATCH = 2  # batch norm in training mode needs two images; counts are per image
 COUNT_VERSION = 1  # bump when what is counted changes: older cached counts are then not read

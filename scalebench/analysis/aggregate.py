@@ -26,7 +26,9 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from scalebench import frameworks, identity, mfu, stats
+from scalebench import frameworks
+from scalebench.analysis import mfu, stats
+from scalebench.spec import identity
 
 SUMMARY_COLUMNS = [
     "model", "framework", "step_options", "world_size", "nodes", "batch_size", "global_batch",

@@ -15,8 +15,10 @@ from typing import Any
 
 import tomllib
 
-from scalebench import fields, frameworks, workloads
-from scalebench.errors import UserError
+from scalebench import frameworks
+from scalebench.models import workloads
+from scalebench.spec import fields
+from scalebench.spec.errors import UserError
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")

@@ -12,9 +12,10 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from scalebench import changepoints, compare, history
-from scalebench.errors import UserError
+from scalebench.analysis import compare
 from scalebench.report.format import interval, num, pct, pct_interval
+from scalebench.spec.errors import UserError
+from scalebench.tracking import changepoints, history
 
 LAST = 5  # a regression among the last LAST points is new: it fails the gate
 

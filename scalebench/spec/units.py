@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 
-from scalebench.errors import UserError
+from scalebench.spec.errors import UserError
 
 # Size suffixes. Bare K/M/G and KiB/MiB/GiB are powers of two (nccl-tests' convention);
 # kB/MB/GB are SI powers of ten. Case-insensitive; a plain number is bytes.

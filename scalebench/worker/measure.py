@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalebench import workloads
-from scalebench.comm import Comm
-from scalebench.launch import Job
-from scalebench.step import Step, TimedBatches, batch_source, make_step, plain_optimizer_step
+from scalebench.models import workloads
+from scalebench.spec.launch import Job
+from scalebench.worker.comm import Comm
+from scalebench.worker.step import Step, TimedBatches, batch_source, make_step, plain_optimizer_step
 
 LEARNING_RATE = 0.01
 MOMENTUM = 0.9
@@ -340,6 +340,6 @@ def device_name(device) -> str:
 
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    from scalebench.envinfo import cpu_model
+    from scalebench.hardware.envinfo import cpu_model
 
     return cpu_model()

@@ -28,9 +28,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from scalebench import analysis, frameworks, workloads
-from scalebench.errors import UserError
-from scalebench.units import format_bandwidth
+from scalebench import frameworks
+from scalebench.analysis import aggregate
+from scalebench.models import workloads
+from scalebench.spec.errors import UserError
+from scalebench.spec.units import format_bandwidth
 
 BACKWARD_TO_FORWARD = 2.0
 DEFAULT_STEP_LATENCY = 5e-6  # seconds per ring step; NCCL's own tuning model uses ~3-10 us
@@ -332,7 +334,7 @@ LinkKey = tuple[str, str, int, int]  # framework, device, world size, nodes
 def links_from_allreduce(records: Sequence[dict]) -> dict[LinkKey, Link]:
     """One fitted Link per framework x device x workers x nodes from the newest ok points."""
     groups: dict[LinkKey, list[tuple[int, float]]] = {}
-    for r in analysis.latest_allreduce_points(records):
+    for r in aggregate.latest_allreduce_points(records):
         key = (r["framework"], r["device"], r["world_size"], r["nodes"])
         groups.setdefault(key, []).append((r["size_bytes"], r["seconds"]))
     return {key: fit_link(points, key[2], f"{key[0]} allreduce, {key[2]} workers")
@@ -365,13 +367,13 @@ def link_chooser(links: Mapping[LinkKey, Link]) -> Callable[[dict], Link | None]
 def model_rows(rows: Sequence[dict], link: Link | float | Callable[[dict], Link | None], *,
                backward_to_forward: float = BACKWARD_TO_FORWARD,
                bucket_bytes: float | None = None) -> list[dict]:
-    """Bounds and verdict for each multi-worker row of analysis.summary_rows.
+    """Bounds and verdict for each multi-worker row of aggregate.summary_rows.
 
     link: a Link, a bus bandwidth in bytes/s (with the default step latency), or a function
     row -> Link or None (e.g. link_chooser(links_from_allreduce(records))). The one-worker
     throughput is the row's own baseline (baseline_images_per_sec; for a row without it,
     images_per_sec / (N x efficiency)); the verdict reads the row's efficiency and its paired
-    interval (analysis.summary_rows) as they are; per-worker
+    interval (aggregate.summary_rows) as they are; per-worker
     compute is batch_size / that, so strong-scaling rows get their smaller per-worker batch.
     Gradients are fp32 unless the row's options say fp16_allreduce (Horovod's compression);
     messages are the framework's buckets under the row's options (frameworks.bucket_bytes)
@@ -431,7 +433,7 @@ def model_rows(rows: Sequence[dict], link: Link | float | Callable[[dict], Link 
 
 def report_rows(records: Sequence[dict], link: Link | None = None) -> list[dict]:
     """model_rows for a results file: the given link, else the allreduce points among records."""
-    rows = analysis.summary_rows(list(records))
+    rows = aggregate.summary_rows(list(records))
     if link is None:
         return model_rows(rows, link_chooser(links_from_allreduce(records)))
     return model_rows(rows, link)

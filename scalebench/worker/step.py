@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from scalebench import workloads
-from scalebench.comm import Comm
+from scalebench.models import workloads
+from scalebench.worker.comm import Comm
 
 AUTOCAST_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 

@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import Any
 
-from scalebench.launch import Job
+from scalebench.spec.launch import Job
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "timeout", "skipped")

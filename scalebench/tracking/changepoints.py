@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scalebench import stats
+from scalebench.analysis import stats
 
 MIN_SEGMENT = 2  # points on each side of a change point
 MIN_POINTS = 2 * MIN_SEGMENT

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scalebench import identity, tasks
-from scalebench.errors import UserError
-from scalebench.records import SCHEMA_VERSION, RecordError, check_common, check_fields, now_iso
+from scalebench import tasks
+from scalebench.records.schema import SCHEMA_VERSION, RecordError, check_common, check_fields, now_iso
+from scalebench.spec import identity
+from scalebench.spec.errors import UserError
 
 __all__ = ["SCHEMA_VERSION", "RESULTS_FILE", "RecordError", "check_fields", "now_iso", "validate",
            "append", "load", "resolve_inputs", "done_keys", "sweep_id_of", "Problem", "to_frame"]

@@ -28,11 +28,11 @@ so). The parts are differences of measured throughputs, so they add up to 100% o
 shows as a small negative part, never as a hidden residual. Seconds per step are differences
 of mean window times. "Median rank" is the lower median (with two ranks, the faster one).
 
-A row is computed from exactly the launches behind the summary's row (analysis.Runs.ok, the
+A row is computed from exactly the launches behind the summary's row (aggregate.Runs.ok, the
 newest ok record of each repeat) that are paired with a launch of the baseline
-(analysis.paired_launches) and have no-sync windows; every figure of the row comes from those
+(aggregate.paired_launches) and have no-sync windows; every figure of the row comes from those
 launches, and the row says how many of all launches it used. Its efficiency and interval are
-the paired ones (analysis.efficiency_estimate), as in the summary; the parts' intervals are
+the paired ones (aggregate.efficiency_estimate), as in the summary; the parts' intervals are
 95% over launches (none with one launch). Everything here is pure: records in, rows out.
 """
 
@@ -43,7 +43,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scalebench import analysis, frameworks, identity, stats
+from scalebench import frameworks
+from scalebench.analysis import aggregate, stats
+from scalebench.spec import identity
 
 COMPONENTS = ("batch_effect", "contention", "input_wait", "straggler", "communication")
 LABELS = {"batch_effect": "per-worker batch effect", "contention": "shared-host contention",
@@ -106,7 +108,7 @@ def parts(record: dict[str, Any], one_worker_images_per_sec: float,
                                for w, wait in zip(w_median, wait_median, strict=True))
     with_input = statistics.fmean(images / w for w in w_median)
     slowest = statistics.fmean(stats.trial_throughputs(nosync, images))
-    measured = statistics.fmean(float(v) for v in record[analysis.TRIALS_FIELD])
+    measured = statistics.fmean(float(v) for v in record[aggregate.TRIALS_FIELD])
     workers = record["world_size"]
     ideal = workers * one_worker_images_per_sec
     if record.get("scaling") != "strong":
@@ -143,19 +145,19 @@ def _interval(values: Sequence[float]) -> tuple[float, list[float | None]]:
     return summary.mean, [summary.ci_low, summary.ci_high]
 
 
-def _row(key: tuple, runs: analysis.Runs, used: Sequence[tuple[dict, dict]],
-         found: Sequence[Parts], best: tuple[tuple, analysis.Runs] | None, note: str
+def _row(key: tuple, runs: aggregate.Runs, used: Sequence[tuple[dict, dict]],
+         found: Sequence[Parts], best: tuple[tuple, aggregate.Runs] | None, note: str
          ) -> dict[str, Any]:
     newest = runs.newest_ok
     workers = newest["world_size"]
     records = [n for n, _ in used]
-    efficiency = analysis.efficiency_estimate(analysis.efficiency_of_pairs(used, workers))
+    efficiency = aggregate.efficiency_estimate(aggregate.efficiency_of_pairs(used, workers))
     measured = statistics.fmean(p.measured_images_per_sec for p in found)
     vs_best = None
     if best is not None:  # the used launches against the best one-worker run's, paired
-        partner = {id(n): one for n, one in analysis.paired_launches(runs, best[1])}
+        partner = {id(n): one for n, one in aggregate.paired_launches(runs, best[1])}
         pairs = [(n, partner[id(n)]) for n in records if id(n) in partner]
-        samples = analysis.efficiency_of_pairs(pairs, workers)
+        samples = aggregate.efficiency_of_pairs(pairs, workers)
         vs_best = None if samples is None else statistics.fmean(samples.process_values)
     row: dict[str, Any] = {
         "key": key, "model": newest["model"], "framework": newest["framework"],
@@ -179,7 +181,7 @@ def _row(key: tuple, runs: analysis.Runs, used: Sequence[tuple[dict, dict]],
         "best_one_worker_framework": None if best is None else
         identity.key_dict(best[0])["framework"],
         "best_one_worker_images_per_sec": None if best is None else
-        analysis.mean_throughput(best[1]),
+        aggregate.mean_throughput(best[1]),
         "batch_effect_note": note,
     }
     for name in COMPONENTS:
@@ -203,8 +205,8 @@ def rows(records: Sequence[dict]) -> list[dict]:
     when there are two or more, the paired efficiency, seconds per step, the launches and
     records behind it, efficiency against the best one-worker run, and what the link share
     needs (device, the record's parameter count, its step options)."""
-    runs = {key: r for key, r in analysis.group_runs(records).items() if r.ok}
-    best_one = analysis.best_one_worker(runs)
+    runs = {key: r for key, r in aggregate.group_runs(records).items() if r.ok}
+    best_one = aggregate.best_one_worker(runs)
     out = []
     for key, r in runs.items():
         newest = r.newest_ok
@@ -220,16 +222,16 @@ def rows(records: Sequence[dict]) -> list[dict]:
             if same is None:
                 note = (f"not separable: no one-worker run at the per-worker batch "
                         f"{newest['batch_size']}")
-        partner = {id(n): one for n, one in analysis.paired_launches(r, same)} if same else {}
+        partner = {id(n): one for n, one in aggregate.paired_launches(r, same)} if same else {}
         used, found = [], []
-        for n, one in analysis.paired_launches(r, base):
+        for n, one in aggregate.paired_launches(r, base):
             if same is not None:
                 ref = partner.get(id(n))
-                same_batch = statistics.fmean(ref[analysis.TRIALS_FIELD]) if ref else \
-                    analysis.mean_throughput(same)
+                same_batch = statistics.fmean(ref[aggregate.TRIALS_FIELD]) if ref else \
+                    aggregate.mean_throughput(same)
             else:
                 same_batch = None
-            p = parts(n, statistics.fmean(one[analysis.TRIALS_FIELD]), same_batch)
+            p = parts(n, statistics.fmean(one[aggregate.TRIALS_FIELD]), same_batch)
             if p is not None:
                 used.append((n, one))
                 found.append(p)
@@ -273,12 +275,12 @@ def verdict(model_rows: Sequence[dict]) -> str:
     frameworks ranked by what a user gets (throughput at N; within a series that is the same
     order as efficiency against the best one-worker run), what limits each, and, for a framework
     whose own one-worker run is much slower than the best one, that this flatters its own
-    efficiency (analysis.slow_baseline_note)."""
+    efficiency (aggregate.slow_baseline_note)."""
     if not model_rows:
         return ""
     top = max(r["world_size"] for r in model_rows)
     at_top = sorted((r for r in model_rows if r["world_size"] == top),
-                    key=lambda r: (-r["measured_images_per_sec"], analysis.line_name(r)))
+                    key=lambda r: (-r["measured_images_per_sec"], aggregate.line_name(r)))
 
     def said(r: dict) -> str:
         text = f"{r['measured_images_per_sec']:.3g} images/s, {r['efficiency']:.0%} of its own ideal"
@@ -291,13 +293,13 @@ def verdict(model_rows: Sequence[dict]) -> str:
         return f"{label(r, r['largest_loss'])} ({r[r['largest_loss']]:.0%} of ideal)"
 
     if len(at_top) == 1:
-        text = (f"At {top} workers {analysis.line_name(at_top[0])} delivers {said(at_top[0])}; "
+        text = (f"At {top} workers {aggregate.line_name(at_top[0])} delivers {said(at_top[0])}; "
                 f"its largest loss is {loss(at_top[0])}.")
     else:
         text = (f"At {top} workers, ranked by the throughput they deliver: "
-                + "; ".join(f"{analysis.line_name(r)} {said(r)}, largest loss {loss(r)}"
+                + "; ".join(f"{aggregate.line_name(r)} {said(r)}, largest loss {loss(r)}"
                             for r in at_top) + ".")
-    notes = [n for n in (analysis.slow_baseline_note(r) for r in at_top) if n]
-    notes += [f"{analysis.line_name(r)}: {r['batch_effect_note']}" for r in at_top
+    notes = [n for n in (aggregate.slow_baseline_note(r) for r in at_top) if n]
+    notes += [f"{aggregate.line_name(r)}: {r['batch_effect_note']}" for r in at_top
               if r.get("batch_effect_note")]
     return " ".join([text, *(n + "." for n in notes)])

@@ -10,7 +10,7 @@ probe uses them all; workers on a node share them).
 
 Measured once per sweep, device and precision (`with_peaks`), in the sweep's own process before
 any run is launched, never inside a timed window. On CUDA the probe runs in a child process
-(`python -m scalebench.peak`) so that the sweep holds no CUDA context on a worker's GPU.
+(`python -m scalebench.hardware.peak`) so that the sweep holds no CUDA context on a worker's GPU.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalebench import datasheet, fields
-from scalebench.devices import DeviceInfo
-from scalebench.errors import UserError
-from scalebench.launch import Job
+from scalebench.hardware import datasheet
+from scalebench.hardware.devices import DeviceInfo
+from scalebench.spec import fields
+from scalebench.spec.errors import UserError
+from scalebench.spec.launch import Job
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 BUDGET_SECONDS = {"cpu": 0.8, "cuda": 1.0}
@@ -124,7 +125,7 @@ def probe(device: str, precision: str, tf32: str = "default", budget: float | No
     """Measure the peak here, in this process (CPU: with every core of the node)."""
     import torch
 
-    from scalebench.envinfo import cpu_cores, cpu_model
+    from scalebench.hardware.envinfo import cpu_cores, cpu_model
 
     if device == "cuda":
         name = torch.cuda.get_device_name(0)
@@ -170,11 +171,11 @@ def measure(device: str, precision: str, tf32: str = "default") -> Peak:
 
 
 def in_child(device: str, precision: str, tf32: str = "default") -> Peak:
-    """probe() in a child process (`python -m scalebench.peak`), its result read from a file;
+    """probe() in a child process (`python -m scalebench.hardware.peak`), its result read from a file;
     a failure is a Peak without flops and the reason."""
     with tempfile.TemporaryDirectory(prefix="scalebench-peak-") as tmp:
         out = Path(tmp) / "peak.json"
-        cmd = [sys.executable, "-m", "scalebench.peak", "--device", device, "--precision",
+        cmd = [sys.executable, "-m", "scalebench.hardware.peak", "--device", device, "--precision",
                precision, "--tf32", tf32, "--out", str(out)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True,
@@ -208,7 +209,7 @@ def with_peaks(jobs: Sequence[Job], device: DeviceInfo) -> list[Job]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scalebench.peak")
+    parser = argparse.ArgumentParser(prog="python -m scalebench.hardware.peak")
     parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
     parser.add_argument("--precision", choices=tuple(DTYPES), required=True)
     parser.add_argument("--tf32", choices=("default", "on", "off"), default="default")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from scalebench.errors import UserError
+from scalebench.spec.errors import UserError
 
 
 def as_list(name: str, value: Any) -> list:

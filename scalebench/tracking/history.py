@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from scalebench import analysis, compare, frameworks, identity, stats
-from scalebench.errors import UserError
+from scalebench import frameworks
+from scalebench.analysis import aggregate, compare, stats
+from scalebench.spec import identity
+from scalebench.spec.errors import UserError
 
 # Rows that add `step_options`, `options`, `global_batch`, `tf32`, the launch fields,
 # `efficiency_samples`, `sweep_id`, `faults` and `warnings` are still version 1: older rows
@@ -54,13 +56,13 @@ def _row_id(record: dict) -> str:
     return hashlib.sha256(basis.encode()).hexdigest()[:16]
 
 
-def _partner(record: dict, same: analysis.Runs, one: analysis.Runs) -> dict | None:
-    """The one-worker launch a counted launch pairs with, as analysis.efficiency_samples pairs
+def _partner(record: dict, same: aggregate.Runs, one: aggregate.Runs) -> dict | None:
+    """The one-worker launch a counted launch pairs with, as aggregate.efficiency_samples pairs
     them (so compare and history take the same pairs): the same repeat index where the two
     share any, else the same position in repeat order; None when it has no partner."""
     n, base = same.by_repeat(), one.by_repeat()
     if set(n) & set(base):
-        return base.get(analysis.repeat_of(record))
+        return base.get(aggregate.repeat_of(record))
     pairs = dict(zip((id(r) for r in same.ok), one.ok, strict=False))
     return pairs.get(id(record))
 
@@ -104,7 +106,7 @@ def rows_from_records(records: list[dict], commit: str | None = None, source: st
             **identity.key_dict(key),
             "global_batch": r.get("global_batch"),
             "options": frameworks.step_options(r.get("framework"), r.get("options")),
-            "repeat": analysis.repeat_of(r), "repeats": r.get("repeats") or 1,
+            "repeat": aggregate.repeat_of(r), "repeats": r.get("repeats") or 1,
             "order_seed": r.get("order_seed"), "sweep_id": r.get("sweep_id"),
             "status": r.get("status"),
             "error": r.get("error"),
@@ -229,7 +231,7 @@ def sweep_groups(rows: Iterable[dict]) -> list[list[dict]]:
             continue
         launch = (row.get("commit"), row.get("order_seed"), row.get("repeats"))
         current = open_group.get(launch)
-        if current is None or any(analysis.repeat_of(r) == analysis.repeat_of(row)
+        if current is None or any(aggregate.repeat_of(r) == aggregate.repeat_of(row)
                                   for r in groups[current]):
             current = open_group[launch] = ("launches", id(row))
         groups.setdefault(current, []).append(row)
@@ -280,7 +282,7 @@ def trends(rows: Iterable[dict], metric: str, threshold: float = 5.0, alpha: flo
 def _warnings(rows: list[dict]) -> tuple[str, ...]:
     """The rows' warnings, each naming its launch when the point has several."""
     several = len(rows) > 1
-    return tuple((f"launch {analysis.repeat_of(r)}: " if several else "") + w
+    return tuple((f"launch {aggregate.repeat_of(r)}: " if several else "") + w
                  for r in rows for w in r.get("warnings") or ())
 
 

@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalebench import envinfo, frameworks, results, tasks
-from scalebench.devices import DeviceInfo
+from scalebench import frameworks, tasks
 from scalebench.frameworks.base import LaunchOutcome, Sessions
-from scalebench.launch import Job
-from scalebench.progress import Progress
-from scalebench.records import new_sweep_id
+from scalebench.hardware import envinfo
+from scalebench.hardware.devices import DeviceInfo
+from scalebench.records import results
+from scalebench.records.schema import new_sweep_id
+from scalebench.running.progress import Progress
+from scalebench.spec.launch import Job
 from scalebench.tasks import group
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalebench.envinfo import cpu_cores
-from scalebench.errors import UserError
+from scalebench.hardware.envinfo import cpu_cores
+from scalebench.spec.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ verdict says which, and how many processes and trials stand behind it.
 
 Runs match by identity.config_key. Efficiency samples pair each launch of an N-worker run with
 the same launch of the same side's efficiency baseline, and trial i with trial i
-(analysis.efficiency_samples), so they carry the baseline's uncertainty. The baseline is
+(aggregate.efficiency_samples), so they carry the baseline's uncertainty. The baseline is
 identity.baseline_key: the one-worker run of the same framework and options with the same
 per-worker batch under weak scaling, the same global batch under strong scaling.
 
@@ -29,9 +29,10 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from scalebench import analysis, identity, stats
-from scalebench.envinfo import HARDWARE_FIELDS
-from scalebench.errors import UserError
+from scalebench.analysis import aggregate, stats
+from scalebench.hardware.envinfo import HARDWARE_FIELDS
+from scalebench.spec import identity
+from scalebench.spec.errors import UserError
 
 # Settings outside the configuration key that still change the numbers: a row notes when they
 # differ. (Which records are the same configuration is identity.config_key's answer.)
@@ -41,15 +42,15 @@ METRICS = ("throughput", "efficiency")
 VERDICTS = ("regression", "failed", "refused", "improvement", "unchanged", "new", "missing")
 GATING = ("regression", "failed", "refused")  # verdicts that fail the gate (exit 1)
 BROKEN = ("failed", "timeout")  # statuses that are a failure; "skipped" is not
-RunIndex = dict[tuple, analysis.Runs]  # configuration key -> its runs
+RunIndex = dict[tuple, aggregate.Runs]  # configuration key -> its runs
 
 
 def index_runs(records: Iterable[dict]) -> RunIndex:
-    """Train records by configuration key (analysis.group_runs)."""
-    return analysis.group_runs(records)
+    """Train records by configuration key (aggregate.group_runs)."""
+    return aggregate.group_runs(records)
 
 
-def _not_ok(what: str, side: analysis.Runs) -> tuple[None, str, bool]:
+def _not_ok(what: str, side: aggregate.Runs) -> tuple[None, str, bool]:
     r = side.last
     return (None, f"{what} {r['status']}: {r.get('error') or 'no reason recorded'}",
             r["status"] in BROKEN)
@@ -71,7 +72,7 @@ def metric_samples(metric: str, key: tuple, runs: RunIndex
         return None, "no ok one-worker run to take efficiency against", False
     if not one.ok:
         return _not_ok("its one-worker run", one)
-    return (analysis.efficiency_samples(side, one, identity.key_dict(key)["world_size"]), "",
+    return (aggregate.efficiency_samples(side, one, identity.key_dict(key)["world_size"]), "",
             False)
 
 
@@ -126,7 +127,7 @@ class Verdict:
         return identity.describe(self.key)
 
 
-def _mixed_settings(label: str, side: analysis.Runs) -> list[str]:
+def _mixed_settings(label: str, side: aggregate.Runs) -> list[str]:
     """Settings the ok launches of one side disagree on (they are pooled all the same)."""
     out = []
     for f in SETTING_FIELDS + ("trials",):
@@ -165,34 +166,34 @@ def _sided(baseline: Sequence[str], current: Sequence[str], what: str = "") -> l
 
 
 def warning_notes(keys: Sequence[tuple], base: RunIndex, cur: RunIndex) -> tuple[str, ...]:
-    """The runs' warnings (analysis.run_warnings: injected faults, skipped fp16 steps, a diverged
+    """The runs' warnings (aggregate.run_warnings: injected faults, skipped fp16 steps, a diverged
     loss, launches that failed) of these configurations on each side; a one-worker baseline
     among them is named as such."""
     notes: list[str] = []
     for key in keys:
-        sides = [analysis.run_warnings(side[key]) if key in side else [] for side in (base, cur)]
+        sides = [aggregate.run_warnings(side[key]) if key in side else [] for side in (base, cur)]
         notes += _sided(*sides, what="" if key == keys[0] else " one-worker run")
     return tuple(notes)
 
 
 def slow_baseline(key: tuple, runs: RunIndex) -> str:
     """For an efficiency row of one side: when the framework's own one-worker run is more than
-    analysis.SLOW_BASELINE slower than the best one-worker run of any framework (the best that
-    analysis.summary_rows takes efficiency_vs_best against), that in words, with the efficiency
+    aggregate.SLOW_BASELINE slower than the best one-worker run of any framework (the best that
+    aggregate.summary_rows takes efficiency_vs_best against), that in words, with the efficiency
     against the best; "" otherwise."""
     side = runs.get(key)
     one = runs.get(identity.baseline_key(side.newest_ok)) if side and side.ok else None
     if one is None or not one.ok:
         return ""
-    best = analysis.best_one_worker({k: r for k, r in runs.items() if r.ok}).get(
+    best = aggregate.best_one_worker({k: r for k, r in runs.items() if r.ok}).get(
         identity.best_baseline_key(one.newest_ok))
     if best is None:
         return ""
-    own, best_mean = analysis.mean_throughput(one), analysis.mean_throughput(runs[best])
-    if own >= (1 - analysis.SLOW_BASELINE) * best_mean:
+    own, best_mean = aggregate.mean_throughput(one), aggregate.mean_throughput(runs[best])
+    if own >= (1 - aggregate.SLOW_BASELINE) * best_mean:
         return ""
     k = identity.key_dict(key)
-    vs_best = analysis.mean_throughput(side) / (k["world_size"] * best_mean)
+    vs_best = aggregate.mean_throughput(side) / (k["world_size"] * best_mean)
     return (f"{k['framework']}'s own one-worker run ({own:.4g} images/s) is "
             f"{100 * (1 - own / best_mean):.0f}% slower than the best one "
             f"({identity.key_dict(best)['framework']}, {best_mean:.4g} images/s), which flatters "

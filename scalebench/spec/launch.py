@@ -50,10 +50,9 @@ class LaunchSpec:
         return values
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> LaunchSpec:
-        from scalebench import frameworks
-
-        options_type = frameworks.get(values["framework"]).options_type
+    def from_dict(cls, values: dict[str, Any], options_type: type) -> LaunchSpec:
+        """`options_type`: the framework's options dataclass (the caller looks it up in the
+        framework registry, so that this module depends on no registry)."""
         return cls(**{**values, "options": options_type(**values["options"])})
 
 
@@ -80,14 +79,6 @@ class Job:
     group: GroupPlace | None = None  # where this job ran inside a grouped launch
     run_dir: str | None = None  # the run folder (absolute), set at launch: workers' artifacts
 
-    def __post_init__(self):
-        from scalebench import tasks
-
-        expected = tasks.get(self.kind).spec_type
-        if not isinstance(self.task, expected):
-            raise ValueError(f"a {self.kind} job needs a {expected.__name__}, not "
-                             f"{type(self.task).__name__}")
-
     def to_json(self) -> str:
         return json.dumps({"run_id": self.run_id, "kind": self.kind,
                            "launch": self.launch.to_dict(),
@@ -98,13 +89,10 @@ class Job:
                            dataclasses.asdict(self.group), "run_dir": self.run_dir})
 
     @classmethod
-    def from_json(cls, text: str) -> Job:
-        from scalebench import tasks
-
-        data = json.loads(text)
-        task = tasks.get(data["kind"])
-        return cls(data["run_id"], data["kind"], LaunchSpec.from_dict(data["launch"]),
-                   task.spec_from_dict(data["task"]), data.get("repeat", 1),
+    def from_dict(cls, data: dict[str, Any], launch: LaunchSpec, task: Any) -> Job:
+        """The inverse of to_json's object, with its launch and task spec already decoded
+        (tasks.job_from_json looks up the registries that decode them)."""
+        return cls(data["run_id"], data["kind"], launch, task, data.get("repeat", 1),
                    data.get("repeats", 1), data.get("order_seed"),
                    GroupPlace(**data["group"]) if data.get("group") else None,
                    data.get("run_dir"))

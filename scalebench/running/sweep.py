@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from scalebench import devices, executor, peak, results
-from scalebench.config import SweepSpec
-from scalebench.errors import UserError
-from scalebench.progress import Progress
+from scalebench.hardware import devices, peak
+from scalebench.records import results
+from scalebench.running import executor
+from scalebench.running.progress import Progress
+from scalebench.spec.config import SweepSpec
+from scalebench.spec.errors import UserError
 from scalebench.tasks import allreduce, train
 
 
