@@ -14,7 +14,7 @@ from scalebench import __version__
 from scalebench.spec.errors import UserError
 
 COMMANDS = ["sweep", "report", "list", "env", "allreduce", "predict", "compare", "history",
-            "slurm-script", "vet"]
+            "slurm-script", "vet", "tune"]
 
 
 class Parser(argparse.ArgumentParser):

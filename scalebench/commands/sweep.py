@@ -18,33 +18,21 @@ TOP_FLAGS = {  # flag dest -> SweepSpec field
     "launch": "launch", "breakdown": "breakdown", "profile": "profile", "report": "report",
     "with_allreduce": "with_allreduce", "vet_file": "vet_file",
     "inject_step_delay": "inject_step_delay", "inject_input_delay": "inject_input_delay",
+    "tuned": "tuned",
 }
 
 
 def register(sub) -> None:
     p = sub.add_parser("sweep", help="run models x frameworks x worker counts, write results")
     p.add_argument("workload", nargs="?", help="workload TOML file (see workloads/)")
-    p.add_argument("--models", help="comma list: resnet101,inception_v3,vgg16")
-    p.add_argument("--frameworks", help="comma list: ddp,horovod,ray")
-    p.add_argument("--workers", help="comma list of worker counts (default 1..GPUs or cores, "
-                   "powers of two)")
-    p.add_argument("--batch-size", help="images per worker (weak) or in total (strong)")
-    p.add_argument("--image-size", help="pixels (default: 224, 299 for inception_v3)")
-    p.add_argument("--precision", help="fp32, bf16 or fp16 (comma list allowed)")
-    p.add_argument("--warmup", help="untimed steps before the trials")
-    p.add_argument("--iters", help="steps per timed trial window")
-    p.add_argument("--trials", help="timed windows per run")
-    p.add_argument("--timeout", help="seconds before a run is killed and recorded as timeout")
-    p.add_argument("--device", help="auto, cpu or cuda")
+    add_step_flags(p)
     p.add_argument("--scaling", help="weak (fixed per-worker batch) or strong (fixed global)")
     p.add_argument("--data", help="synthetic or imagefolder:PATH")
     p.add_argument("--loader-workers", help="DataLoader worker processes per rank (imagefolder)")
-    p.add_argument("--threads-per-worker", help="CPU threads per worker (default cores/workers)")
     p.add_argument("--repeats", help="separate launches of every configuration, interleaved "
                    "round by round (default 1); intervals then use the per-launch means")
     p.add_argument("--seed", help="seed of the framework order within each round (default: "
                    "random, recorded)")
-    p.add_argument("--tf32", help="CUDA fp32 math: default (PyTorch's), on or off")
     p.add_argument("--launch", help="grouped (default: configurations that share a launch - "
                    "framework, workers, precision, options - run in one launched worker group, "
                    "each with its own warm-up, windows and record) or isolated (one launch each)")
@@ -72,6 +60,8 @@ def register(sub) -> None:
                    "every run on vetted nodes only")
     p.add_argument("--vet-file", help="with --launcher slurm: place runs by an earlier vetting "
                    "of this same job (its vet.json or folder)")
+    p.add_argument("--tuned", help="a `scalebench tune` folder or its tuned.toml: every cell it "
+                   "tuned also runs with its winning settings, beside the default run")
     p.add_argument("--out", help="output folder (default results/<workload name>)")
     p.add_argument("--resume", action="store_true", default=None,
                    help="skip runs already recorded ok in OUT/results.jsonl")
@@ -79,6 +69,24 @@ def register(sub) -> None:
                    help="only one result line per run")
     add_framework_flags(p)
     p.set_defaults(run=run)
+
+
+def add_step_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that say what is trained and timed (shared by sweep and tune)."""
+    p.add_argument("--models", help="comma list: resnet101,inception_v3,vgg16")
+    p.add_argument("--frameworks", help="comma list: ddp,horovod,ray")
+    p.add_argument("--workers", help="comma list of worker counts (default 1..GPUs or cores, "
+                   "powers of two)")
+    p.add_argument("--batch-size", help="images per worker (weak) or in total (strong)")
+    p.add_argument("--image-size", help="pixels (default: 224, 299 for inception_v3)")
+    p.add_argument("--precision", help="fp32, bf16 or fp16 (comma list allowed)")
+    p.add_argument("--warmup", help="untimed steps before the trials")
+    p.add_argument("--iters", help="steps per timed trial window")
+    p.add_argument("--trials", help="timed windows per run")
+    p.add_argument("--timeout", help="seconds before a run is killed and recorded as timeout")
+    p.add_argument("--device", help="auto, cpu or cuda")
+    p.add_argument("--tf32", help="CUDA fp32 math: default (PyTorch's), on or off")
+    p.add_argument("--threads-per-worker", help="CPU threads per worker (default cores/workers)")
 
 
 def values_from_args(args: argparse.Namespace) -> dict:

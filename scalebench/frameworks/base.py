@@ -34,6 +34,25 @@ class LaunchOutcome:
 
 
 @dataclass(frozen=True)
+class Knob:
+    """A step option `scalebench tune` may search: its grid of candidate values (the default
+    always among them) and whether it can change between windows of one launch (a re-wrap of
+    the model) or only between launches (read once when the framework starts)."""
+
+    option: str  # the Options field
+    values: tuple[Any, ...]  # the search grid, the default included
+    default: Any  # the value the framework uses when the option is not given
+    in_launch: bool
+    parse: Callable[[str], Any] = float  # one value as given on the command line
+    multi_node: bool = False  # only where a cell spans more than one node
+    why: str = ""
+
+    def __post_init__(self):
+        if self.default not in self.values:
+            raise ValueError(f"knob {self.option}: the grid {self.values} lacks the default")
+
+
+@dataclass(frozen=True)
 class Flag:
     """One command-line flag for one framework option (the workload table's key is `field`)."""
 
@@ -54,6 +73,8 @@ class Framework:
     flags: tuple[Flag, ...] = ()
     # Options that change the timed step: part of a configuration's identity (identity.py).
     step_options: tuple[str, ...] = ()
+    # What `scalebench tune` searches (tuning/knobs.py); every knob is also a step option.
+    knobs: tuple[Knob, ...] = ()
     default_bucket_bytes: int = 25 * MIB
     bucket_option: str | None = None  # the option (in MiB) that sets the message size
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from scalebench.report import mfu, tables
+from scalebench.report import best, mfu, tables
 from scalebench.report import model as m
 from scalebench.report.figures import CAPTIONS, of_section
 from scalebench.report.format import interval, num, pct, pct_interval
@@ -244,12 +244,22 @@ def _method(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
     return "\n".join(paragraph(text) for text in (model.settings_text, model.basis_text) if text)
 
 
+def _best(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
+    if not model.best:
+        return paragraph(best.EMPTY)
+    parts = []
+    for cell in model.best:
+        parts += [f"<h3>{esc(cell.title)}</h3>", paragraph(cell.verdict),
+                  raw_table(best.HEADER, [[esc(v) for v in row] for row in best.rows_of(cell)])]
+    return "\n".join(parts)
+
+
 RENDERERS: dict[str, Callable[[m.ReportModel, Mapping[str, bytes]], str]] = {
     m.INPUT_PROBLEMS: _input_problems, m.HEADLINE: _headline, m.FIGURES: _figures,
     m.PUBLISHED: _published, m.FRAMEWORKS: _frameworks, m.BREAKDOWN: _breakdown,
     m.SCALING_MODEL: _scaling_model, mfu.KEY: _mfu,
     m.ALLREDUCE: _allreduce, m.PROBLEMS: _problems, m.ENVIRONMENT: _environment,
-    m.METHOD: _method,
+    m.METHOD: _method, best.KEY: _best,
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from scalebench.report import mfu, tables
+from scalebench.report import best, mfu, tables
 from scalebench.report import model as m
 from scalebench.report.figures import CAPTIONS, of_section
 from scalebench.report.tables import Cell, Details, Gauge, Mark, Table
@@ -163,12 +163,24 @@ def _method(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
             for line in (text, "")]
 
 
+def _best(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    if not model.best:
+        return [best.EMPTY, ""]
+    out = []
+    for cell in model.best:
+        out += [f"### {md_text(cell.title)}", "", md_text(cell.verdict), "",
+                "| " + " | ".join(best.HEADER) + " |", "|" + "---|" * len(best.HEADER),
+                *("| " + " | ".join(md_text(v) for v in row) + " |"
+                  for row in best.rows_of(cell)), ""]
+    return out
+
+
 RENDERERS: dict[str, Callable[[m.ReportModel, Mapping[str, str]], list[str]]] = {
     m.INPUT_PROBLEMS: _input_problems, m.HEADLINE: _headline, m.FIGURES: _figures,
     m.PUBLISHED: _published, m.FRAMEWORKS: _frameworks, m.BREAKDOWN: _breakdown,
     m.SCALING_MODEL: _scaling_model, mfu.KEY: _mfu,
     m.ALLREDUCE: _allreduce, m.PROBLEMS: _problems, m.ENVIRONMENT: _environment,
-    m.METHOD: _method,
+    m.METHOD: _method, best.KEY: _best,
 }
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from scalebench.analysis import aggregate, scaling_model, stats
 from scalebench.records.results import Problem
+from scalebench.report import best as best_model
 from scalebench.report import losses as losses_model
 from scalebench.report import mfu as mfu_model
 from scalebench.report.format import pct, plural
@@ -101,6 +102,7 @@ def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
             "else on their trials: Mann-Whitney U (two-sided, alpha "
             f"{alpha:g}) where the sample counts let it reach significance, else non-overlapping "
             f"{stats.intervals_test(alpha)}.",)),
+        Section(best_model.KEY, best_model.TITLE, best_model.TEXT),
         Section(mfu_model.KEY, mfu_model.TITLE, mfu_model.TEXT),
         Section(BREAKDOWN, BREAKDOWN_TITLE, BREAKDOWN_TEXT),
         Section(SCALING_MODEL, "Scaling model", (
@@ -304,6 +306,7 @@ class ReportModel:
     # repeats) used
     wrapper: tuple[dict, ...] = ()  # one-worker rows that also timed the DDP-wrapped step
     losses: losses_model.Losses = losses_model.Losses(())  # where the efficiency went
+    best: tuple[best_model.Cell, ...] = ()  # each framework at its defaults and tuned
 
     @property
     def counts_text(self) -> str:
@@ -380,6 +383,7 @@ def build(records: list[dict], problems: Sequence[Problem], link: scaling_model.
         wrapper=tuple(r for r in rows if r.get("wrapped_images_per_sec") is not None),
         losses=losses_model.build(records, rows, [(x.row, x.entry) for x in modelled], choose,
                              link_measured=link is None),
+        best=best_model.build(rows, alpha),
     )
 
 

@@ -29,6 +29,17 @@ def title(text: str, width: int = 45) -> str:
     return "\n".join(textwrap.wrap(text, width))
 
 
+def png_bytes(fig) -> bytes:
+    """The figure as PNG bytes (for self-contained pages), closed afterwards."""
+    import io
+
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
 def save(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -51,7 +51,8 @@ def set_aside(path: Path) -> Path | None:
 def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
             options_for: Callable[[str], Any], *, resume: bool = False,
             fresh_file: bool = True, progress: Progress | None = None,
-            launch_mode: str = "isolated", vetting: dict | None = None) -> ExecutionOutcome:
+            launch_mode: str = "isolated", vetting: dict | None = None,
+            sessions: Sessions | None = None) -> ExecutionOutcome:
     """Run jobs and append their records to OUT/results.jsonl, each stamped with this sweep's
     `sweep_id` (a new one; with resume, the one the file's records carry, so that a resumed
     sweep stays one sweep) and, when a vetting placed the runs, with `vetting`.
@@ -62,7 +63,8 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
     framework's session opens with. launch_mode grouped: jobs that can share a launch run in
     one (tasks/group.py); the members of a group that died before reaching them run alone.
     vetting: the vetting that placed the runs (vet.files.Vetting.record_field), carried by
-    every record.
+    every record. sessions: framework sessions the caller holds open across several execute
+    calls (the tuner's rounds) and closes itself; None: opened here and closed at the end.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -80,7 +82,9 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
         adapter = frameworks.get(name)
         if adapter.available()[0]:
             env.update(adapter.environment())
-    sessions = Sessions(options_for, device.device, out_dir)
+    own_sessions = sessions is None
+    if sessions is None:
+        sessions = Sessions(options_for, device.device, out_dir)
     runner = _Runner(out_dir, env, sessions, progress, outcome, sweep_id, vetting)
     try:
         for unit in group.plan_groups(jobs, launch_mode):
@@ -110,7 +114,8 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
                       f"{path}; continue with --resume")
     finally:
         progress.close()
-        sessions.close_all()
+        if own_sessions:
+            sessions.close_all()
     return outcome
 
 

@@ -8,7 +8,8 @@ import time
 from typing import TextIO
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """12s, 3m05s, 1h02m."""
     seconds = int(round(seconds))
     if seconds < 60:
         return f"{seconds}s"
@@ -25,7 +26,7 @@ def result_lines(records: list[dict], index: int, total: int, elapsed: float | N
     from scalebench import tasks
 
     lines = [tasks.get(r["kind"]).result_line(r) for r in records]
-    took = f" in {_duration(elapsed)}" if elapsed is not None else ""
+    took = f" in {duration(elapsed)}" if elapsed is not None else ""
     if len(records) == 1:
         return [f"[{index}/{total}] {lines[0]}" + (took if records[0]["status"] == "ok" else "")]
     return [f"[{index}/{total}] done{took}:"] + [f"  {line}" for line in lines]
@@ -58,10 +59,10 @@ class Progress:
     def status_line(self) -> str:
         elapsed = self.clock() - self._run_start if self._run_start is not None else 0.0
         left = self.estimate_left()
-        eta = f", ~{_duration(max(0.0, left - elapsed))} left" if left is not None else ""
+        eta = f", ~{duration(max(0.0, left - elapsed))} left" if left is not None else ""
         last = self.done + self._configurations
         which = f"{self.done + 1}" if self._configurations == 1 else f"{self.done + 1}-{last}"
-        return (f"[{which}/{self.total}] {self._label} running {_duration(elapsed)}, "
+        return (f"[{which}/{self.total}] {self._label} running {duration(elapsed)}, "
                 f"{self.total - last} after this{eta}")
 
     def start(self, label: str, configurations: int = 1) -> None:
@@ -100,7 +101,7 @@ class Progress:
             for record in records:
                 self.done += 1
                 lines += result_lines([record], self.done, self.total, None)
-            lines.append(f"  ({len(records)} configurations in one launch, {_duration(elapsed)})")
+            lines.append(f"  ({len(records)} configurations in one launch, {duration(elapsed)})")
             self.launched += len(records)
         for line in lines:
             self.stream.write(line + "\n")

@@ -17,7 +17,7 @@ import tomllib
 
 from scalebench import frameworks
 from scalebench.models import workloads
-from scalebench.spec import fields
+from scalebench.spec import fields, tuned
 from scalebench.spec.errors import UserError
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -60,6 +60,8 @@ class SweepSpec:
     report: bool = True  # summary, figures and reports after the runs (else records only)
     vet: Any = None  # vet.options.VetOptions: vet the allocation first, run on vetted nodes
     vet_file: str | None = None  # an earlier vetting (vet.json) of this Slurm job to place by
+    # cells `scalebench tune` tuned (spec/tuned.py): each also runs with its winning options
+    tuned: tuple[Any, ...] = ()
     # Fault injection, off by default (tests of the breakdown): a delay after every step on one
     # rank, and a delay before every batch on all ranks.
     fault_rank: int | None = None
@@ -104,6 +106,7 @@ _TOP_FIELDS: dict[str, Any] = {
     "profile": lambda v: fields.boolean("profile", v),
     "report": lambda v: fields.boolean("report", v),
     "vet_file": lambda v: fields.text("vet_file", v),
+    "tuned": lambda v: tuned.load(fields.text("tuned", v)),
     "inject_step_delay": lambda v: _step_delay(v),
     "inject_input_delay": lambda v: fields.number("inject_input_delay", v, 0),
 }

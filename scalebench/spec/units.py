@@ -145,3 +145,19 @@ def parse_flops(text: str, name: str = "peak_flops") -> float:
         if math.isfinite(value) and value > 0:
             return value
     raise UserError(f"{name}: cannot read {raw!r} as FLOP/s above 0; use {FLOPS_HELP}")
+
+
+_WALL_RE = re.compile(rf"^\s*{_NUMBER}\s*(s|m|min|h)?\s*$")
+_WALL_UNITS = {None: 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_wall_time(text: str, name: str = "budget") -> float:
+    """'10m' -> 600.0; units s, m (or min), h; a bare number is seconds; must be > 0."""
+    raw = str(text)
+    match = _WALL_RE.match(raw)
+    if match:
+        mantissa, exponent, unit = match.groups()
+        value = float(mantissa) * (10.0 ** int(exponent) if exponent else 1.0) * _WALL_UNITS[unit]
+        if math.isfinite(value) and value > 0:
+            return value
+    raise UserError(f"{name}: cannot read {raw!r} as a wall time > 0; use e.g. 90s, 10m, 1h")

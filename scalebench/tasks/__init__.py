@@ -20,6 +20,7 @@ KINDS = {
     "allreduce": "scalebench.tasks.allreduce",
     "group": "scalebench.tasks.group",
     "vet": "scalebench.tasks.vet",
+    "tune": "scalebench.tasks.tune",
 }
 
 

@@ -6,6 +6,7 @@ anything launches. Records: one per job, throughput from the slowest rank's wind
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import dataclass
@@ -215,9 +216,21 @@ def plan(sweep, device: devices.DeviceInfo, vetting=None) -> list[Job]:
                         fault_step_delay=sweep.fault_step_delay,
                         fault_input_delay=sweep.fault_input_delay,
                         flops_per_image=counted, flops_method=counted_how)
-                    configs.append((framework, launch_spec(sweep, framework, world, device,
-                                                           vetting), spec))
+                    launch = launch_spec(sweep, framework, world, device, vetting)
+                    configs.append((framework, launch, spec))
+                    tuned = tuned_options(sweep, framework, model, world)
+                    if tuned:  # the tuned run beside the default one (its own configuration)
+                        configs.append((framework, dataclasses.replace(
+                            launch, options=dataclasses.replace(launch.options, **tuned)), spec))
     return interleave(configs, sweep.repeats, sweep.seed)
+
+
+def tuned_options(sweep, framework: str, model: str, world: int) -> dict[str, Any]:
+    """The options `scalebench tune` found best for this cell (empty: none, or the default)."""
+    for cell in getattr(sweep, "tuned", ()):
+        if (cell.framework, cell.model, cell.workers) == (framework, model, world):
+            return dict(cell.options)
+    return {}
 
 
 MAX_BREAKDOWN_WINDOWS = 3

@@ -4,7 +4,6 @@ tables. The HTML page is self-contained (figures inline as base64 PNG)."""
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -56,7 +55,7 @@ def bars_png(doc: dict) -> bytes | None:
             ax.legend(fontsize=7, loc="lower right")
         ax.set_title(plotting.title(TITLES[kind]), fontsize=9)
         ax.tick_params(axis="x", labelsize=7, rotation=45)
-    return _png(fig, plotting)
+    return plotting.png_bytes(fig)
 
 
 def heatmap_png(doc: dict) -> bytes | None:
@@ -87,15 +86,7 @@ def heatmap_png(doc: dict) -> bytes | None:
                 ax.text(y, x, f"{grid[x, y]:.2g}", ha="center", va="center", fontsize=7,
                         color="white" if (p.get("check") or {}).get("slow") else "black")
     ax.set_title("allreduce busbw per pair (median of repeats)", fontsize=9)
-    return _png(fig, plotting)
-
-
-def _png(fig, plotting) -> bytes:
-    buffer = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buffer, format="png", dpi=100)
-    plotting.plt.close(fig)
-    return buffer.getvalue()
+    return plotting.png_bytes(fig)
 
 
 def _spread(values: Sequence[float], kind: str) -> str:

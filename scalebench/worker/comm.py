@@ -30,6 +30,18 @@ class Comm:
         """Return (model, optimizer) set up to average gradients across ranks."""
         raise NotImplementedError
 
+    def configure(self, settings: dict[str, Any]) -> None:
+        """Step options for the next wrap (a tuning candidate). A framework that reads its
+        options only when it starts cannot change them inside a launch."""
+        if settings:
+            raise NotImplementedError(f"{type(self).__name__} cannot change {sorted(settings)} "
+                                      "inside a launch")
+
+    def read_back(self, model) -> dict[str, Any]:
+        """The step options the framework really uses for this wrapped model, as it reports
+        them (recorded beside the settings asked for)."""
+        return {}
+
     def optimizer_step(self, optimizer, scaler) -> None:
         """Apply one update; scaler is a GradScaler for fp16 or None."""
         if scaler is None:

@@ -55,9 +55,9 @@ class DDP(Framework):
     options_type = ddp_options.Options
     table = ddp_options.TABLE
     flags = ddp_options.FLAGS
-    step_options = ("bucket_cap_mb",)
+    step_options = ("bucket_cap_mb", "gradient_as_bucket_view")
+    knobs = ddp_options.KNOBS
     bucket_option = "bucket_cap_mb"
-
 
     def check_options(self, options, workers) -> None:
         ddp_options.check(options, workers)

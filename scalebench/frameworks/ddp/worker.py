@@ -24,7 +24,8 @@ def main(argv: list[str]) -> int:
     rank = int(os.environ.get("RANK", "0"))
 
     def make_comm(launch):
-        return TorchDistComm(launch.backend, bucket_cap_mb=launch.options.bucket_cap_mb)
+        return TorchDistComm(launch.backend, bucket_cap_mb=launch.options.bucket_cap_mb,
+                             gradient_as_bucket_view=launch.options.gradient_as_bucket_view)
 
     code = run_worker(run_dir, make_comm, rank)
     import torch.distributed as dist

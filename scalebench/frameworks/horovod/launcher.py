@@ -62,6 +62,10 @@ def horovodrun_command(job: Job, run_dir: Path) -> list[str]:
         cmd += ["--cycle-time-ms", f"{opts.cycle_time_ms:g}"]
     if opts.timeline:
         cmd += ["--timeline-filename", str(run_dir / "timeline.json")]
+    if opts.cache_capacity is not None:
+        cmd += ["--cache-capacity", str(opts.cache_capacity)]
+    if opts.hierarchical_allreduce:
+        cmd += ["--hierarchical-allreduce"]
     cmd += [sys.executable, "-m", WORKER_MODULE, str(run_dir)]
     return cmd
 
@@ -75,6 +79,10 @@ def knob_env(options: hvd_options.Options, run_dir: Path) -> dict[str, str]:
         env["HOROVOD_CYCLE_TIME"] = f"{options.cycle_time_ms:g}"
     if options.timeline:
         env["HOROVOD_TIMELINE"] = str(run_dir / "timeline.json")
+    if options.cache_capacity is not None:
+        env["HOROVOD_CACHE_CAPACITY"] = str(options.cache_capacity)
+    if options.hierarchical_allreduce:
+        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1"
     return env
 
 
@@ -121,7 +129,10 @@ class Horovod(Framework):
     options_type = hvd_options.Options
     table = hvd_options.TABLE
     flags = hvd_options.FLAGS
-    step_options = ("fp16_allreduce", "fusion_threshold_mb", "cycle_time_ms", "timeline")
+    step_options = ("fp16_allreduce", "fusion_threshold_mb", "cycle_time_ms", "timeline",
+                    "cache_capacity", "hierarchical_allreduce")
+    knobs = hvd_options.KNOBS
+    default_knobs = hvd_options.DEFAULT_KNOBS
     bucket_option = "fusion_threshold_mb"
     default_bucket_bytes = 128 * MIB  # HOROVOD_FUSION_THRESHOLD since Horovod 0.21
 

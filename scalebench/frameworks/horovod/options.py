@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalebench.frameworks.base import Flag
+from scalebench.frameworks.base import Flag, Knob
 from scalebench.spec import fields
 from scalebench.spec.errors import UserError
 
@@ -17,6 +17,8 @@ class Options:
     fusion_threshold_mb: float | None = None
     cycle_time_ms: float | None = None
     timeline: bool = False
+    cache_capacity: int | None = None  # HOROVOD_CACHE_CAPACITY (response cache); None: 1024
+    hierarchical_allreduce: bool = False  # HOROVOD_HIERARCHICAL_ALLREDUCE (multi-node)
 
 
 def parse_hosts(value) -> str:
@@ -37,6 +39,8 @@ TABLE = {
     "fusion_threshold_mb": lambda v: fields.number("horovod.fusion_threshold_mb", v, -1e-9),
     "cycle_time_ms": lambda v: fields.number("horovod.cycle_time_ms", v, 0),
     "timeline": lambda v: fields.boolean("horovod.timeline", v),
+    "cache_capacity": lambda v: fields.integer("horovod.cache_capacity", v, 0),
+    "hierarchical_allreduce": lambda v: fields.boolean("horovod.hierarchical_allreduce", v),
 }
 
 FLAGS = (
@@ -48,7 +52,33 @@ FLAGS = (
     Flag("--cycle-time-ms", "cycle_time_ms", "Horovod: HOROVOD_CYCLE_TIME in ms"),
     Flag("--timeline", "timeline", "Horovod: save a timeline next to the results", switch=True,
          training_only=True),
+    Flag("--cache-capacity", "cache_capacity", "Horovod: response cache capacity "
+         "(HOROVOD_CACHE_CAPACITY, default 1024; 0 turns the cache off)"),
+    Flag("--hierarchical-allreduce", "hierarchical_allreduce", "Horovod: hierarchical allreduce "
+         "(within nodes, then across)", switch=True),
 )
+
+
+def parse_bool(value: str) -> bool:
+    return fields.boolean("knobs.hierarchical_allreduce", value)
+
+
+# What `scalebench tune` searches for Horovod. Horovod reads these when hvd.init() starts its
+# background thread, so each candidate is its own launch (interleaved rounds of launches).
+# The grids include Horovod's defaults (128 MB, 1 ms, 1024) and 0 (fusion off, no cache).
+KNOBS = (
+    Knob("fusion_threshold_mb", (0.0, 8.0, 32.0, 128.0), 128.0, in_launch=False,
+         why="the tensor-fusion buffer in MB (default 128; 0: no fusion)"),
+    Knob("cycle_time_ms", (1.0, 5.0), 1.0, in_launch=False,
+         why="how long Horovod's background thread waits between cycles (default 1 ms)"),
+    Knob("cache_capacity", (0, 1024), 1024, in_launch=False, parse=int,
+         why="the response cache (default 1024 entries; 0 turns it off)"),
+    Knob("hierarchical_allreduce", (False, True), False, in_launch=False, parse=parse_bool,
+         multi_node=True, why="allreduce within each node, then across nodes"),
+)
+# Searched unless --knobs says otherwise (the cache only on request: its default is almost
+# never worse, and each Horovod candidate costs a launch).
+DEFAULT_KNOBS = ("fusion_threshold_mb", "cycle_time_ms", "hierarchical_allreduce")
 
 
 def check(options: Options, workers: tuple[int, ...] | None) -> None:

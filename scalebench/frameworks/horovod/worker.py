@@ -28,6 +28,26 @@ class HorovodComm(Comm):
         return {"local_rank": hvd.local_rank(), "local_size": hvd.local_size(),
                 "cross_rank": hvd.cross_rank(), "cross_size": hvd.cross_size()}
 
+    # Horovod has no getter for these: what its hvd.init() read from the environment (which
+    # horovodrun's --fusion-threshold-mb, --cycle-time-ms, ... set) is what it uses.
+    KNOB_VARIABLES = {"fusion_threshold_mb": "HOROVOD_FUSION_THRESHOLD",
+                      "cycle_time_ms": "HOROVOD_CYCLE_TIME",
+                      "cache_capacity": "HOROVOD_CACHE_CAPACITY",
+                      "hierarchical_allreduce": "HOROVOD_HIERARCHICAL_ALLREDUCE"}
+
+    def read_back(self, model) -> dict[str, Any]:
+        seen = {k: os.environ.get(v) for k, v in self.KNOB_VARIABLES.items()}
+        out: dict[str, Any] = {"source": "environment read by hvd.init()"}
+        if seen["fusion_threshold_mb"] is not None:
+            out["fusion_threshold_mb"] = int(seen["fusion_threshold_mb"]) / 2**20
+        if seen["cycle_time_ms"] is not None:
+            out["cycle_time_ms"] = float(seen["cycle_time_ms"])
+        if seen["cache_capacity"] is not None:
+            out["cache_capacity"] = int(seen["cache_capacity"])
+        if seen["hierarchical_allreduce"] is not None:
+            out["hierarchical_allreduce"] = seen["hierarchical_allreduce"] not in ("0", "")
+        return out
+
     def barrier(self) -> None:
         self._hvd.barrier()
 

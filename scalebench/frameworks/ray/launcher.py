@@ -48,7 +48,8 @@ class RayTrain(Framework):
     options_type = ray_options.Options
     table = ray_options.TABLE
     flags = ray_options.FLAGS
-    step_options = ("placement",)
+    step_options = ("placement", "bucket_cap_mb", "gradient_as_bucket_view")
+    knobs = ray_options.KNOBS
 
     def __init__(self):
         self._available: tuple[bool, str] | None = None

@@ -39,10 +39,12 @@ class WorkerError(RuntimeError):
 class RayTorchComm(TorchDistComm):
     """TorchDistComm over the group Ray formed; wrap with ray.train.torch.prepare_model."""
 
-    def __init__(self, backend: str):
+    def __init__(self, backend: str, options=None):
         import ray.train
 
-        super().__init__(backend, init=False)
+        super().__init__(backend, init=False,
+                         bucket_cap_mb=getattr(options, "bucket_cap_mb", None),
+                         gradient_as_bucket_view=getattr(options, "gradient_as_bucket_view", False))
         self._context = ray.train.get_context()
         self.local_rank = self._context.get_local_rank()
 
@@ -85,7 +87,7 @@ def train_loop(config: dict) -> dict | None:
 
     try:
         job = worker_io.parse_job(config["job"])
-        comm = RayTorchComm(job.launch.backend)
+        comm = RayTorchComm(job.launch.backend, job.launch.options)
         node_ids = comm.all_gather(ray.get_runtime_context().get_node_id())
         result = worker_io.execute(job, comm)
     except Exception as exc:  # noqa: BLE001 - travels to the driver with its traceback

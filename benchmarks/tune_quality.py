@@ -1,0 +1,170 @@
+"""How good is `scalebench tune`? Per cell: the exhaustive grid of the knobs, measured with
+enough interleaved launches to know each grid point's mean and interval (paired with the
+default); then tune run with different seeds at a fraction of the grid's measurement time. It
+prints, per tune run, the winner's grid mean against the grid's best and the default, and the
+measurement time each used.
+
+Goals (issue "Each framework at its best"): the winner's grid mean within 2% of the grid's best
+(or not significantly different from it) in at least 9 of 10 tune runs; never significantly
+below the default; each tune within 25% of the grid's measurement time.
+
+    python benchmarks/tune_quality.py                         # ResNet-101 and VGG-16, DDP and Horovod
+    python benchmarks/tune_quality.py --smoke                 # the smallest: one cell, tiny sizes
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from scipy import stats as scipy_stats
+
+from scalebench.hardware import devices
+from scalebench.hardware.envinfo import cpu_model
+from scalebench.spec import config
+from scalebench.tuning import knobs as knob_rules
+from scalebench.tuning import run as tune_run
+from scalebench.tuning.race import Race
+
+
+def grid(sweep, framework: str, model: str, out: Path, launches: int, rounds: int) -> dict:
+    """Every candidate of the cell, measured in `launches` interleaved launches (in-launch
+    frameworks: all candidates in each launch; else a round of launches per repeat)."""
+    device = devices.resolve(sweep.device)
+    cell = tune_run.plan_cells(dataclasses.replace(sweep, frameworks=(framework,),
+                                                   models=(model,)), device, None)[0]
+    candidates = knob_rules.candidates(cell.knobs)
+    race = Race(candidates)
+    tuner = tune_run.Tuner(sweep, device, out, budget=1e9, seed=0, live=False)
+    result = tune_run.CellResult(cell, race)
+    started = time.monotonic()
+    try:
+        for _ in range(launches):
+            if cell.in_launch:
+                record = tuner.launch(cell, result, candidates, rounds, "grid")
+                for slot in tune_run.slot_values(record):
+                    race.add_slot(slot)
+            else:
+                slot = {}
+                for c in candidates:
+                    options = knob_rules.options_with(framework, cell.job.launch.options,
+                                                      dict(c.settings))
+                    record = tuner.launch(cell, result, [c], rounds, "grid", options)
+                    slot[c.name] = tune_run.launch_mean(record)
+                race.add_slot(slot)
+    finally:
+        tuner.close()
+    seconds = time.monotonic() - started
+    points = {}
+    for c in candidates:
+        diffs = race.paired(c.name, race.default)
+        mean = sum(diffs) / len(diffs)
+        sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+        half = scipy_stats.t.ppf(0.975, len(diffs) - 1) * sd / math.sqrt(len(diffs))
+        points[c.name] = {"ratio": math.exp(mean), "low": math.exp(mean - half),
+                          "high": math.exp(mean + half), "diffs": diffs}
+    return {"cell": cell.name, "seconds": seconds, "default": race.default, "points": points,
+            "best": max(points, key=lambda n: points[n]["ratio"])}
+
+
+def judge(grid_result: dict, winner: str) -> dict:
+    """The winner against the grid: its grid ratio, its distance to the best, and whether the
+    best is significantly ahead of it and it significantly below the default (paired t on the
+    grid's slots)."""
+    points = grid_result["points"]
+    best = grid_result["best"]
+    w, b = points[winner], points[best]
+    gap = 1 - w["ratio"] / b["ratio"]
+    diffs = [x - y for x, y in zip(b["diffs"], w["diffs"], strict=True)]
+    behind_best = (winner != best and
+                   scipy_stats.ttest_1samp(diffs, 0, alternative="greater").pvalue < 0.05)
+    below_default = w["high"] < 1.0
+    return {"winner": winner, "ratio_to_default": w["ratio"], "gap_to_best": gap,
+            "ok": (gap <= 0.02 or not behind_best) and not below_default,
+            "significantly_behind_best": bool(behind_best),
+            "significantly_below_default": bool(below_default)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default="resnet101,vgg16")
+    p.add_argument("--frameworks", default="ddp,horovod")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--iters", type=int, default=2, help="steps per window")
+    p.add_argument("--grid-launches", type=int, default=4)
+    p.add_argument("--rounds", type=int, default=3, help="windows per candidate per launch")
+    p.add_argument("--tunes", type=int, default=5, help="tune runs per cell (seeds 1..N)")
+    p.add_argument("--fraction", type=float, default=0.25,
+                   help="each tune's budget as a fraction of the grid's measurement time")
+    p.add_argument("--out", default=None, help="folder for the runs (default: a temp folder)")
+    p.add_argument("--json", action="store_true", help="also print the results as JSON")
+    p.add_argument("--smoke", action="store_true",
+                   help="the smallest: DDP, Inception V3 at 75 px, 2 launches, 1 tune")
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.models, args.frameworks, args.image_size, args.batch_size = \
+            "inception_v3", "ddp", 75, 2
+        args.iters, args.grid_launches, args.rounds, args.tunes = 1, 2, 2, 1
+        args.fraction = max(args.fraction, 1.0)
+    out = Path(args.out or tempfile.mkdtemp(prefix="tune-quality-"))
+    sweep = config.build_spec({"batch_size": args.batch_size, "image_size": args.image_size,
+                               "warmup": 1, "iters": args.iters, "trials": 2, "timeout": 900,
+                               "workers": str(args.workers), "threads_per_worker": 1,
+                               "device": "cpu"})
+    print(f"CPU: {cpu_model()}; {args.workers} workers, 1 thread each, batch {args.batch_size}, "
+          f"{args.image_size} px, {args.iters} steps per window")
+    results = []
+    for framework in args.frameworks.split(","):
+        for model in args.models.split(","):
+            cell_out = out / f"{framework}-{model}"
+            g = grid(sweep, framework, model, cell_out / "grid", args.grid_launches,
+                     args.rounds)
+            print(f"\n{g['cell']}: grid of {len(g['points'])} candidates, "
+                  f"{args.grid_launches} launches, {g['seconds']:.0f} s; best {g['best']}")
+            for name, pt in sorted(g["points"].items(), key=lambda kv: -kv[1]["ratio"]):
+                print(f"  {name:48s} {100 * (pt['ratio'] - 1):+6.1f}% "
+                      f"[{100 * (pt['low'] - 1):+.1f}, {100 * (pt['high'] - 1):+.1f}]"
+                      + ("  (default)" if name == g["default"] else ""))
+            budget = args.fraction * g["seconds"]
+            tunes = []
+            for seed in range(1, args.tunes + 1):
+                one = dataclasses.replace(sweep, frameworks=(framework,), models=(model,))
+                began = time.monotonic()
+                outcome = tune_run.run_tune(one, cell_out / f"tune-{seed}", budget, None, seed,
+                                            stream=sys.stderr, live=False)
+                used = time.monotonic() - began
+                verdict = judge(g, outcome.cells[0].winner)
+                verdict.update(seed=seed, seconds=used, budget=budget,
+                               launches=len(outcome.cells[0].launches))
+                tunes.append(verdict)
+                print(f"  tune seed {seed}: winner {verdict['winner']} "
+                      f"({100 * (verdict['ratio_to_default'] - 1):+.1f}% vs default in the "
+                      f"grid, {100 * verdict['gap_to_best']:.1f}% behind the grid's best"
+                      f"{', significantly' if verdict['significantly_behind_best'] else ''}); "
+                      f"{used:.0f} s of a {budget:.0f} s budget "
+                      f"({100 * used / g['seconds']:.0f}% of the grid's time); "
+                      f"{'OK' if verdict['ok'] else 'MISSED'}")
+            results.append({"grid": {k: v for k, v in g.items() if k != "points"},
+                            "points": {n: {k: v for k, v in pt.items() if k != "diffs"}
+                                       for n, pt in g["points"].items()},
+                            "tunes": tunes})
+    runs = [t for r in results for t in r["tunes"]]
+    good = sum(t["ok"] for t in runs)
+    print(f"\n{good} of {len(runs)} tune runs within 2% of the grid's best (or not "
+          f"significantly behind it) and not significantly below the default; "
+          f"{sum(t['significantly_below_default'] for t in runs)} significantly below the default")
+    if args.json:
+        print(json.dumps(results, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""The race over candidate settings of one cell: a pure function of the measured figures.
+
+Samples come in *slots*: one slot holds one value per candidate measured side by side (one
+interleaved round of windows inside a launch, or one round of launches), so slow drift of the
+machine cancels in every paired comparison. Every candidate is compared with the default on
+the slots they share (its score: the mean log ratio to the default), and with the leader when
+it may be dropped: a candidate is dropped only when a one-sided Wilcoxon signed-rank test on
+its paired log ratios to the leader rejects "as fast" at the alpha this look may spend
+(alpha * 6 / (pi^2 k^2) at the k-th look, which sums to alpha over all looks), divided by the
+other candidates (Bonferroni), AND its mean shortfall exceeds `min_effect`. The default is never dropped: it
+is the baseline every score is paired with and the candidate a confirmation is measured
+against. Nothing here measures, sleeps or does I/O; unit tests feed it simulated surfaces.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+ALPHA = 0.05
+MIN_SLOTS = 4  # paired slots before any candidate may be dropped
+MIN_EFFECT = 0.01  # a drop also needs the leader at least 1% ahead on the shared slots
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str  # a short label, unique in the cell ("bucket_cap_mb=25,gradient_as_bucket_view=0")
+    settings: Mapping[str, Any]
+    default: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "settings": dict(self.settings), "default": self.default}
+
+
+@dataclass
+class Drop:
+    candidate: str
+    slot: int  # slots seen when it was dropped
+    leader: str
+    ratio: float  # candidate / leader, geometric mean over the shared slots
+    p_value: float
+    threshold: float
+
+    def reason(self) -> str:
+        return (f"{(1 - self.ratio) * 100:.1f}% behind {self.leader} over {self.slot} paired "
+                f"slots (Wilcoxon p={self.p_value:.2g} < {self.threshold:.2g})")
+
+
+@dataclass
+class Race:
+    candidates: Sequence[Candidate]
+    alpha: float = ALPHA
+    min_slots: int = MIN_SLOTS
+    min_effect: float = MIN_EFFECT
+    slots: list[dict[str, float]] = field(default_factory=list)
+    dropped: list[Drop] = field(default_factory=list)
+    checks: int = 0  # step() calls that could drop (the alpha spent is spread over them)
+    failed: dict[str, str] = field(default_factory=dict)  # candidate -> why it failed
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.candidates]
+        if len(set(names)) != len(names):
+            raise ValueError(f"candidate names repeat: {names}")
+        defaults = [c for c in self.candidates if c.default]
+        if len(defaults) != 1:
+            raise ValueError("a race needs exactly one default candidate")
+        self.default = defaults[0].name
+
+    def survivors(self) -> list[Candidate]:
+        out = {d.candidate for d in self.dropped} | set(self.failed)
+        return [c for c in self.candidates if c.name not in out or c.name == self.default]
+
+    def candidate(self, name: str) -> Candidate:
+        return next(c for c in self.candidates if c.name == name)
+
+    def add_slot(self, values: Mapping[str, float]) -> None:
+        """One slot of side-by-side values (images/s; every value finite and > 0)."""
+        for name, value in values.items():
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"candidate {name}: value {value!r} is not a positive number")
+        self.slots.append(dict(values))
+
+    def fail(self, name: str, reason: str) -> None:
+        """A candidate that crashed or hung: out of the race with its reason (never the
+        default: a default that fails leaves nothing to compare with, the caller stops)."""
+        self.failed.setdefault(name, reason)
+
+    def paired(self, a: str, b: str) -> list[float]:
+        """log(a / b) over the slots where both were measured."""
+        return [math.log(s[a] / s[b]) for s in self.slots if a in s and b in s]
+
+    def score(self, name: str) -> float | None:
+        """Mean log ratio to the default over shared slots (0 for the default)."""
+        diffs = self.paired(name, self.default)
+        return sum(diffs) / len(diffs) if diffs else None
+
+    def leader(self) -> str:
+        scored = [(self.score(c.name), c.name) for c in self.survivors()]
+        scored = [(s, n) for s, n in scored if s is not None]
+        if not scored:
+            return self.default
+        return max(scored)[1]
+
+    def step(self) -> list[Drop]:
+        """Drop every survivor significantly slower than the leader; returns the new drops."""
+        leader = self.leader()
+        alive = self.survivors()
+        if len(alive) < 2:
+            return []
+        if len(self.slots) < self.min_slots:
+            return []
+        self.checks += 1
+        threshold = spent_alpha(self.alpha, self.checks) / (len(self.candidates) - 1)
+        new = []
+        for c in alive:
+            if c.name in (leader, self.default):
+                continue
+            diffs = self.paired(c.name, leader)
+            if len(diffs) < self.min_slots:
+                continue
+            mean = sum(diffs) / len(diffs)
+            if mean > -math.log1p(self.min_effect):
+                continue
+            p = signed_rank_p_less(diffs)
+            if p < threshold:
+                new.append(Drop(c.name, len(self.slots), leader, math.exp(mean), p, threshold))
+        self.dropped += new
+        return new
+
+    def best(self) -> str:
+        """The surviving candidate with the highest score (the default when none has one)."""
+        return self.leader()
+
+
+def spent_alpha(alpha: float, check: int) -> float:
+    """The share of alpha the check-th look may spend: alpha * 6 / (pi^2 check^2), which sums
+    to alpha over any number of looks (repeated looks at growing data would otherwise inflate
+    the chance of a wrong drop)."""
+    return alpha * 6.0 / (math.pi ** 2 * check ** 2)
+
+
+def signed_rank_p_less(diffs: Sequence[float]) -> float:
+    """One-sided p-value of the Wilcoxon signed-rank test for 'the differences are centred
+    below zero' (exact for small samples, scipy's choice); 1.0 when every difference is 0."""
+    from scipy import stats
+
+    if all(d == 0 for d in diffs):
+        return 1.0
+    return float(stats.wilcoxon(diffs, alternative="less", zero_method="zsplit").pvalue)
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The winner against the default over fresh launches, paired launch by launch."""
+
+    winner: str
+    default: str
+    ratios: tuple[float, ...]  # winner / default, per launch (geometric mean of its slots)
+    ratio: float
+    low: float
+    high: float
+    significant: bool  # the whole interval above 1
+
+    def words(self) -> str:
+        gain = (self.ratio - 1) * 100
+        interval = f"[{(self.low - 1) * 100:+.1f}%, {(self.high - 1) * 100:+.1f}%]"
+        n = len(self.ratios)
+        if self.winner == self.default:
+            return "no candidate beat the default beyond noise; the default is kept"
+        if self.significant:
+            return (f"{self.winner} beats the default by {gain:+.1f}% {interval} over {n} "
+                    f"fresh paired launches")
+        return (f"{self.winner} measured {gain:+.1f}% {interval} against the default over {n} "
+                f"fresh paired launches: not beyond noise, the default is kept")
+
+
+def confirm(winner: str, default: str, launch_ratios: Sequence[float],
+            level: float = 0.95) -> Confirmation:
+    """Student-t interval of the mean log ratio over launches (each launch one sample)."""
+    from scipy import stats
+
+    logs = [math.log(r) for r in launch_ratios]
+    n = len(logs)
+    mean = sum(logs) / n
+    if n < 2:
+        return Confirmation(winner, default, tuple(launch_ratios), math.exp(mean), math.nan,
+                            math.nan, False)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
+    low, high = math.exp(mean - half), math.exp(mean + half)
+    return Confirmation(winner, default, tuple(launch_ratios), math.exp(mean), low, high,
+                        winner != default and low > 1.0)

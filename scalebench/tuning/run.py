@@ -1,0 +1,396 @@
+"""`scalebench tune`: for every cell (framework x model x workers), race the candidates of the
+framework's knobs in interleaved launches through the executor, confirm the winner against the
+default over fresh paired launches, and write tune.json, tuned.toml, tune.md and tune.html.
+
+Two ways to interleave, chosen by the framework's knobs (Knob.in_launch):
+- in one launch (DDP, Ray Train: a re-wrap changes the bucket settings): every launch times
+  each surviving candidate once per round, `rounds` rounds, in a shuffled order; a slot of the
+  race is one round;
+- across launches (Horovod reads its knobs at hvd.init()): a round launches each surviving
+  candidate once, in a shuffled order; a slot is one round of launches, a candidate's value its
+  launch's mean.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from scalebench import frameworks
+from scalebench.frameworks.base import Knob, Sessions
+from scalebench.hardware import devices
+from scalebench.running import executor
+from scalebench.running.progress import Progress, duration
+from scalebench.spec.config import SweepSpec
+from scalebench.spec.errors import UserError
+from scalebench.spec.launch import Job
+from scalebench.tasks import train
+from scalebench.tasks.tune import KIND, TuneSpec
+from scalebench.tuning import knobs as knob_rules
+from scalebench.tuning.race import Candidate, Confirmation, Race, confirm
+
+ROUNDS_PER_LAUNCH = 3  # in-launch: windows per candidate per launch
+CONFIRM_LAUNCHES = 3
+REWARM = 1  # untimed steps after each re-wrap
+# A floor on one launch's seconds, to refuse a budget too small for a race and its
+# confirmation before anything runs (start-up alone of the smallest cell on a CPU: torchrun and
+# horovodrun ~5 s, a TorchTrainer fit on a running embedded Ray ~15 s).
+MIN_LAUNCH_SECONDS = {"ddp": 5.0, "horovod": 5.0, "ray": 15.0}
+
+
+@dataclass
+class Cell:
+    framework: str
+    model: str
+    workers: int
+    nodes: int
+    job: Job  # the planned training job of this cell at the framework's defaults
+    knobs: tuple[Knob, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.framework}/{self.model}/w{self.workers}"
+
+    @property
+    def in_launch(self) -> bool:
+        return knob_rules.in_launch(self.knobs)
+
+
+@dataclass
+class CellResult:
+    cell: Cell
+    race: Race
+    launches: list[dict[str, Any]] = field(default_factory=list)  # run id, phase, status, s
+    confirmation: Confirmation | None = None
+    read_back: dict[str, list[dict]] = field(default_factory=dict)
+    findings: list[str] = field(default_factory=list)
+    stopped: str = ""  # why the race ended
+    seconds: float = 0.0
+    confirm_slots: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def winner(self) -> str:
+        c = self.confirmation
+        if c is None or not c.significant:
+            return self.race.default
+        return c.winner
+
+
+@dataclass
+class TuneOutcome:
+    out_dir: Path
+    cells: list[CellResult]
+    budget_seconds: float
+    seed: int
+    interrupted: bool = False
+    files: list[Path] = field(default_factory=list)
+
+
+def plan_cells(sweep: SweepSpec, device: devices.DeviceInfo, knobs_text: str | None
+               ) -> list[Cell]:
+    """One cell per framework x model x worker count >= 2, each planned as the sweep plans it
+    (every input checked before anything launches)."""
+    if len(sweep.precision) != 1:
+        raise UserError(f"precision: tune takes one precision at a time, got "
+                        f"{', '.join(sweep.precision)}")
+    chosen = knob_rules.parse(knobs_text, sweep.frameworks)
+    workers = train.sweep_workers(sweep, device)
+    if not any(w >= 2 for w in workers):
+        raise UserError(f"workers: tune needs worker counts >= 2 (one worker has no "
+                        f"communication to tune), got {','.join(map(str, workers))}")
+    cells = []
+    for framework in sweep.frameworks:
+        for model in sweep.models:
+            for w in (w for w in workers if w >= 2):
+                one = dataclasses.replace(sweep, frameworks=(framework,), models=(model,),
+                                          workers=(w,), repeats=1, breakdown=False,
+                                          profile=False, with_allreduce=False)
+                jobs = [j for j in train.plan(one, device) if j.launch.world_size == w]
+                job = jobs[0]
+                spec = dataclasses.replace(job.task, measure_wrapper=False, breakdown_windows=0)
+                job = dataclasses.replace(job, task=spec)
+                cells.append(Cell(framework, model, w, job.launch.nodes, job,
+                                  knob_rules.for_cell(chosen[framework], job.launch.nodes)))
+    return cells
+
+
+def check_budget(cells: Sequence[Cell], budget: float) -> None:
+    """A budget that cannot pay for one race launch and the confirmation in every cell is
+    refused before anything runs."""
+    need = sum(MIN_LAUNCH_SECONDS.get(c.framework, 10.0) * (1 + CONFIRM_LAUNCHES)
+               * (1 if c.in_launch else 2) for c in cells)
+    if budget < need:
+        raise UserError(f"budget: {duration(budget)} is too small for {len(cells)} cell"
+                        f"{'s' if len(cells) != 1 else ''}: at least {duration(need)} (a race "
+                        f"launch and {CONFIRM_LAUNCHES} confirmation launches per cell)")
+
+
+class Tuner:
+    """The launches of one tune: every cell's race, then its confirmation."""
+
+    def __init__(self, sweep: SweepSpec, device: devices.DeviceInfo, out_dir: Path,
+                 budget: float, seed: int, stream: TextIO | None = None,
+                 live: bool | None = None):
+        self.sweep, self.device, self.out_dir = sweep, device, out_dir
+        self.budget, self.seed = budget, seed
+        self.rng = random.Random(seed)
+        self.stream, self.live = stream, live
+        self.started = time.monotonic()
+        self.sessions = Sessions(sweep.options, device.device, out_dir)
+        self.launch_count = 0
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def note(self, text: str) -> None:
+        left = max(0.0, self.budget - self.elapsed())
+        print(f"[tune {duration(self.elapsed())} of {duration(self.budget)}, "
+              f"{duration(left)} left] {text}", file=self.stream, flush=True)
+
+    def launch(self, cell: Cell, result: CellResult, candidates: Sequence[Candidate],
+               rounds: int, phase: str, options: Any = None) -> dict | None:
+        """One launch of the tune task; its record (or None when interrupted)."""
+        self.launch_count += 1
+        spec = TuneSpec(train=cell.job.task,
+                        candidates=tuple((c.name, dict(c.settings) if cell.in_launch else {})
+                                         for c in candidates),
+                        rounds=rounds, rewarm=REWARM, seed=self.rng.randrange(2**31),
+                        cell=cell.name, phase=phase)
+        launch = cell.job.launch if options is None else dataclasses.replace(
+            cell.job.launch, options=options)
+        run_id = (f"tune-{self.launch_count:03d}-{cell.framework}-{cell.model}-w{cell.workers}"
+                  f"-{phase}")
+        job = Job(run_id, KIND, launch, spec)
+        begun = time.monotonic()
+        done = executor.execute([job], self.device, self.out_dir, self.sweep.options,
+                                fresh_file=False, sessions=self.sessions,
+                                progress=Progress(1, stream=self.stream, live=self.live))
+        if done.interrupted:
+            raise KeyboardInterrupt
+        record = done.records[0] if done.records else None
+        result.launches.append({"run_id": run_id, "phase": phase,
+                                "candidates": [c.name for c in candidates],
+                                "status": None if record is None else record["status"],
+                                "error": None if record is None else record.get("error"),
+                                "seconds": time.monotonic() - begun})
+        return record
+
+    def close(self) -> None:
+        self.sessions.close_all()
+
+
+def slot_values(record: dict) -> list[dict[str, float]]:
+    """One slot per round of an in-launch record: candidate -> that round's images/s."""
+    rates = record["candidate_images_per_sec"]
+    return [{name: values[i] for name, values in rates.items()}
+            for i in range(record["rounds"])]
+
+
+def launch_mean(record: dict) -> float:
+    """An across-launch candidate's value: the geometric mean of its launch's windows."""
+    values = next(iter(record["candidate_images_per_sec"].values()))
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def keep_read_back(result: CellResult, record: dict, wanted: dict[str, Candidate]) -> None:
+    """What the framework reported for each candidate's settings, and any it did not apply."""
+    for name, per_rank in (record.get("read_back") or {}).items():
+        if name in result.read_back:
+            continue
+        result.read_back[name] = per_rank
+        candidate = wanted.get(name)
+        if candidate is None:
+            continue
+        for problem in ignored_settings(candidate.settings, per_rank):
+            result.findings.append(f"{name}: {problem}")
+
+
+def ignored_settings(settings: dict[str, Any], per_rank: list[dict]) -> list[str]:
+    """Settings the framework reports otherwise than asked (a silent no-op is a finding)."""
+    problems = []
+    for rank, seen in enumerate(per_rank):
+        for key, asked in settings.items():
+            if key not in seen:
+                continue
+            got = seen[key]
+            same = (abs(float(got) - float(asked)) <= 1e-6 * max(1.0, abs(float(asked)))
+                    if isinstance(asked, (int, float)) and not isinstance(asked, bool)
+                    else bool(got) == bool(asked))
+            if not same:
+                problems.append(f"rank {rank} runs {key}={got} although {asked} was asked")
+    return problems
+
+
+def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -> CellResult:
+    """The race of one cell within its budget (seconds), then the confirmation. The result is
+    appended to `into` first, so that an interruption keeps what was measured."""
+    candidates = knob_rules.candidates(cell.knobs)
+    race = Race(candidates)
+    result = CellResult(cell, race)
+    into.append(result)
+    started = time.monotonic()
+    by_name = {c.name: c for c in candidates}
+    per_launch: float | None = None  # seconds of one race launch per candidate (measured)
+
+    def spent() -> float:
+        return time.monotonic() - started
+
+    def reserve() -> float:
+        # the confirmation's launches: 2 candidates each (in-launch: one launch, else two)
+        unit = per_launch if per_launch is not None else MIN_LAUNCH_SECONDS.get(cell.framework, 10.0)
+        return CONFIRM_LAUNCHES * unit * 2
+
+    how = ("interleaved inside each launch" if cell.in_launch else
+           "one launch each, in interleaved rounds")
+    tuner.note(f"{cell.name}: {len(candidates)} candidates of "
+               f"{', '.join(k.option for k in cell.knobs)} ({how})")
+    while True:
+        alive = race.survivors()
+        if len(alive) == 1:
+            result.stopped = "only the default is left"
+            break
+        next_cost = (per_launch or MIN_LAUNCH_SECONDS.get(cell.framework, 10.0)) * len(alive)
+        if race.slots and spent() + next_cost + reserve() > budget:
+            result.stopped = f"the cell's budget ({duration(budget)}) is spent"
+            break
+        if cell.in_launch:
+            began = time.monotonic()
+            record = tuner.launch(cell, result, alive, ROUNDS_PER_LAUNCH, "race")
+            if record is None or record["status"] != "ok":
+                if not find_broken(tuner, cell, result, alive, record):
+                    break
+                continue
+            per_launch = (time.monotonic() - began) / len(alive)
+            keep_read_back(result, record, by_name)
+            for slot in slot_values(record):
+                race.add_slot(slot)
+        else:
+            slot: dict[str, float] = {}
+            order = list(alive)
+            tuner.rng.shuffle(order)
+            for candidate in order:
+                began = time.monotonic()
+                options = knob_rules.options_with(cell.framework, cell.job.launch.options,
+                                                  dict(candidate.settings))
+                record = tuner.launch(cell, result, [candidate], ROUNDS_PER_LAUNCH, "race",
+                                      options)
+                if record is None or record["status"] != "ok":
+                    reason = "no record" if record is None else record.get("error") or "failed"
+                    if candidate.default:
+                        result.stopped = f"the default failed: {reason}"
+                        return finish(tuner, result, started)
+                    race.fail(candidate.name, reason)
+                    continue
+                per_launch = time.monotonic() - began
+                keep_read_back(result, record, by_name)
+                slot[candidate.name] = launch_mean(record)
+            if len(slot) > 1:
+                race.add_slot(slot)
+        for drop in race.step():
+            tuner.note(f"{cell.name}: dropped {drop.candidate}: {drop.reason()}")
+    winner = race.best()
+    if winner == race.default or result.stopped.startswith("the default failed"):
+        result.confirmation = confirm(race.default, race.default, [1.0])
+        tuner.note(f"{cell.name}: no candidate ahead of the default ({result.stopped})")
+        return finish(tuner, result, started)
+    tuner.note(f"{cell.name}: confirming {winner} against the default over "
+               f"{CONFIRM_LAUNCHES} fresh launches")
+    ratios = []
+    pair = [by_name[winner], by_name[race.default]]
+    for _ in range(CONFIRM_LAUNCHES):
+        if cell.in_launch:
+            record = tuner.launch(cell, result, pair, ROUNDS_PER_LAUNCH, "confirm")
+            if record is None or record["status"] != "ok":
+                continue
+            slots = slot_values(record)
+            result.confirm_slots += slots
+            ratios.append(math.exp(sum(math.log(s[winner] / s[race.default]) for s in slots)
+                                   / len(slots)))
+        else:
+            values = {}
+            order = list(pair)
+            tuner.rng.shuffle(order)
+            for candidate in order:
+                options = knob_rules.options_with(cell.framework, cell.job.launch.options,
+                                                  dict(candidate.settings))
+                record = tuner.launch(cell, result, [candidate], ROUNDS_PER_LAUNCH, "confirm",
+                                      options)
+                if record is not None and record["status"] == "ok":
+                    values[candidate.name] = launch_mean(record)
+            if len(values) == 2:
+                result.confirm_slots.append(values)
+                ratios.append(values[winner] / values[race.default])
+    if ratios:
+        result.confirmation = confirm(winner, race.default, ratios)
+    else:
+        result.findings.append(f"every confirmation launch of {winner} failed")
+        result.confirmation = confirm(race.default, race.default, [1.0])
+    tuner.note(f"{cell.name}: {result.confirmation.words()}")
+    return finish(tuner, result, started)
+
+
+def find_broken(tuner: Tuner, cell: Cell, result: CellResult, alive: Sequence[Candidate],
+                record: dict | None) -> bool:
+    """A failed in-launch race launch: each non-default candidate again beside the default,
+    one round each, to find which setting breaks the run; those are out of the race. False
+    when the default itself fails (the cell stops)."""
+    reason = "no record" if record is None else record.get("error") or record["status"]
+    default = next(c for c in alive if c.default)
+    tuner.note(f"{cell.name}: a race launch failed ({reason}); trying each candidate beside the "
+               f"default")
+    for candidate in alive:
+        if candidate.default:
+            continue
+        alone = tuner.launch(cell, result, [default, candidate], 1, "isolate")
+        if alone is None or alone["status"] != "ok":
+            why = "no record" if alone is None else alone.get("error") or alone["status"]
+            result.race.fail(candidate.name, why)
+            tuner.note(f"{cell.name}: {candidate.name} failed: {why}")
+    check = tuner.launch(cell, result, [default], 1, "isolate")
+    if check is None or check["status"] != "ok":
+        result.stopped = f"the default failed: {reason}"
+        return False
+    return True
+
+
+def finish(tuner: Tuner, result: CellResult, started: float) -> CellResult:
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def run_tune(sweep: SweepSpec, out_dir: Path, budget: float, knobs_text: str | None = None,
+             seed: int | None = None, stream: TextIO | None = None,
+             live: bool | None = None) -> TuneOutcome:
+    """Plan the cells, race each within its share of the budget, write the files (also when
+    interrupted: what was measured is kept)."""
+    from scalebench.tuning import files
+
+    device = devices.resolve(sweep.device)
+    cells = plan_cells(sweep, device, knobs_text)
+    check_budget(cells, budget)
+    for cell in cells:
+        available, why = frameworks.get(cell.framework).available()
+        if not available:
+            raise UserError(f"frameworks: {cell.framework} is not usable here: {why}")
+    seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    executor.set_aside(out_dir / "results.jsonl")
+    tuner = Tuner(sweep, device, out_dir, budget, seed, stream, live)
+    outcome = TuneOutcome(out_dir, [], budget, seed)
+    try:
+        for index, cell in enumerate(cells):
+            share = (budget - tuner.elapsed()) / (len(cells) - index)
+            race_cell(tuner, cell, share, outcome.cells)
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+        tuner.note("interrupted: writing what was measured")
+    finally:
+        tuner.close()
+        outcome.files = files.write_all(outcome)
+    return outcome

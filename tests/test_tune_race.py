@@ -1,0 +1,133 @@
+"""The tuner's race and knobs as pure logic: a simulated response surface with a known best,
+heavy-tailed noise (Student t, df 2.5), outliers (a window 30% slow) and machine drift shared by
+the candidates of a slot (a random walk), as interleaved windows see it."""
+
+import math
+import random
+
+import pytest
+
+from scalebench.frameworks import ddp, horovod
+from scalebench.spec import units
+from scalebench.spec.errors import UserError
+from scalebench.tuning import knobs
+from scalebench.tuning.race import Candidate, Race, confirm
+
+
+def simulate(rng, means, slots=30, per_check=3, cv=0.02, df=2.5, drift=0.03, outlier=0.02):
+    """A race over candidates c0 (the default) .. cN with these true speeds."""
+    cands = [Candidate(f"c{i}", {"i": i}, default=i == 0) for i in range(len(means))]
+    race = Race(cands)
+    level = 0.0
+    for s in range(slots):
+        level += rng.gauss(0, drift)
+        alive = {c.name for c in race.survivors()}
+        slot = {}
+        for c, mu in zip(cands, means, strict=True):
+            if c.name not in alive:
+                continue
+            t = rng.gauss(0, 1) / math.sqrt(rng.gammavariate(df / 2, 2 / df))
+            noise = cv * t * math.sqrt((df - 2) / df)
+            if rng.random() < outlier:
+                noise -= 0.3
+            slot[c.name] = 100 * mu * math.exp(level + noise)
+        race.add_slot(slot)
+        if (s + 1) % per_check == 0:
+            race.step()
+    return race
+
+
+SURFACE = [1.0, 0.95, 0.9, 1.02, 1.08, 0.97, 1.0, 0.85]  # c4 is 8% faster than the default
+
+
+def test_the_best_is_kept_and_found_under_drift_heavy_tails_and_outliers():
+    rng = random.Random(7)
+    runs = [simulate(rng, SURFACE) for _ in range(60)]
+    assert not any(d.candidate == "c4" for r in runs for d in r.dropped)
+    assert sum(r.best() == "c4" for r in runs) >= 57
+    # and the race does save work: the clearly slow ones go
+    assert sum(any(d.candidate == "c7" for d in r.dropped) for r in runs) >= 55
+
+
+def test_a_flat_surface_rarely_loses_anyone_and_each_drop_is_significant():
+    """All equal: a drop would be a wrong one. The alpha spent over every look and candidate
+    keeps the runs with any drop at the 5% level, even with 5% noise, df 2.2 tails, 5%
+    outliers and 10% drift per slot."""
+    rng = random.Random(11)
+    runs = [simulate(rng, [1.0] * 8, cv=0.05, df=2.2, drift=0.1, outlier=0.05)
+            for _ in range(100)]
+    assert sum(bool(r.dropped) for r in runs) <= 5
+    for r in runs:
+        for d in r.dropped:
+            assert d.p_value < d.threshold and d.ratio < 1
+
+
+def test_the_default_is_never_dropped_and_measured_in_every_slot():
+    rng = random.Random(3)
+    race = simulate(rng, [0.8, 1.0, 1.05, 1.1])
+    assert all("c0" in slot for slot in race.slots)
+    assert "c0" not in {d.candidate for d in race.dropped}
+    assert race.default in {c.name for c in race.survivors()}
+    assert race.best() == "c3"
+
+
+def test_a_failed_candidate_leaves_the_race_with_its_reason():
+    race = Race([Candidate("a", {}, default=True), Candidate("b", {"x": 1})])
+    race.fail("b", "RuntimeError: bucket too small")
+    assert [c.name for c in race.survivors()] == ["a"]
+    assert race.failed == {"b": "RuntimeError: bucket too small"}
+    with pytest.raises(ValueError, match="not a positive number"):
+        race.add_slot({"a": float("nan")})
+
+
+def test_confirmation_needs_the_whole_interval_above_one():
+    clear = confirm("w", "d", [1.10, 1.12, 1.09])
+    assert clear.significant and clear.low > 1 and "beats the default by +10" in clear.words()
+    noisy = confirm("w", "d", [1.10, 0.95, 1.02])
+    assert not noisy.significant and "not beyond noise, the default is kept" in noisy.words()
+    kept = confirm("d", "d", [1.0])
+    assert not kept.significant and "default is kept" in kept.words()
+
+
+def test_knobs_grid_contains_the_default_and_maps_it_to_the_framework_default():
+    ddp_knobs = knobs.default_knobs("ddp")
+    grid = knobs.candidates(ddp_knobs)
+    assert len(grid) == 8 and sum(c.default for c in grid) == 1
+    default = next(c for c in grid if c.default)
+    assert default.settings == {"bucket_cap_mb": 25.0, "gradient_as_bucket_view": False}
+    # the default setting keeps the option unset: the tuned default IS the default config
+    assert knobs.options_with("ddp", ddp.Options(), default.settings) == ddp.Options()
+    assert knobs.options_with("ddp", ddp.Options(), {"bucket_cap_mb": 5.0}).bucket_cap_mb == 5.0
+    hvd = knobs.default_knobs("horovod")
+    assert 128.0 in hvd[0].values and 0.0 in hvd[0].values
+    assert [k.option for k in knobs.for_cell(hvd, nodes=1)] == ["fusion_threshold_mb",
+                                                                "cycle_time_ms"]
+    assert "hierarchical_allreduce" in [k.option for k in knobs.for_cell(hvd, nodes=2)]
+    assert horovod.Options().fusion_threshold_mb is None
+
+
+def test_knobs_text_adds_the_default_and_names_bad_input():
+    parsed = knobs.parse("bucket_cap_mb=2:50", ("ddp",))
+    assert parsed["ddp"][0].values == (25.0, 2.0, 50.0)
+    both = knobs.parse("bucket_cap_mb,fusion_threshold_mb=16", ("ddp", "horovod"))
+    assert both["horovod"][0].values == (128.0, 16.0)
+    cases = {
+        "colour": "knobs: unknown knob 'colour'; known:",
+        "fusion_threshold_mb": "knobs: fusion_threshold_mb is a knob of horovod, which is not "
+                               "among the frameworks tuned (ddp)",
+        "bucket_cap_mb=-1": "knobs.bucket_cap_mb: '-1' refused; allowed: numbers > 0",
+        "bucket_cap_mb=big": "knobs.bucket_cap_mb: 'big' is not a value of this knob",
+    }
+    for text, message in cases.items():
+        with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            knobs.parse(text, ("ddp",))
+    with pytest.raises(UserError, match="knobs: none of horovod's knobs given"):
+        knobs.parse("bucket_cap_mb", ("ddp", "horovod"))
+
+
+def test_budget_reads_wall_times():
+    assert units.parse_wall_time("10m") == 600 and units.parse_wall_time("90") == 90
+    assert units.parse_wall_time("1.5h") == 5400
+    for bad in ("0", "-5m", "ten minutes", "5d"):
+        with pytest.raises(UserError, match="budget: cannot read"):
+            units.parse_wall_time(bad)
