@@ -170,6 +170,32 @@ def test_the_import_graph_has_no_cycle():
     assert not groups, "import cycles (the rule: no cycle at all):\n" + "\n".join(lines)
 
 
+def missing_modules(mods: dict[str, Path], files: list[Path]) -> list[str]:
+    """Imports of scalebench modules that do not exist in this tree. An editable install of
+    another checkout would still resolve them (its finder serves any scalebench.* name), so a
+    stale path from a move could pass here and fail on a clean install."""
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] == "scalebench" and name not in mods:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name} does not exist")
+    return found
+
+
+def test_every_scalebench_import_names_a_module_of_this_tree():
+    mods = modules()
+    files = [p for d in ("scalebench", "tests", "benchmarks") for p in (ROOT / d).rglob("*.py")]
+    found = missing_modules(mods, files)
+    assert not found, "imports of modules that are not in the tree:\n" + "\n".join(found)
+
+
 def test_imports_follow_the_documented_direction():
     mods = modules()
     found = violations(imports(mods), mods)
