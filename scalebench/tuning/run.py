@@ -256,7 +256,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
             result.stopped = "only the default is left"
             break
         next_cost = (per_launch or MIN_LAUNCH_SECONDS.get(cell.framework, 10.0)) * len(alive)
-        if race.slots and spent() + next_cost + reserve() > budget:
+        if result.launches and spent() + next_cost + reserve() > budget:
             result.stopped = f"the cell's budget ({duration(budget)}) is spent"
             break
         if cell.in_launch:
