@@ -94,8 +94,11 @@ class TorchDistComm(Comm):
         if getter is None:
             return {"wrapped": False}
         data = getter()
+        sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes", "")
         return {"wrapped": True, "bucket_cap_mb": data.get("bucket_cap_bytes", 0) / 2**20,
-                "bucket_sizes": str(data.get("bucket_sizes", "")),
+                "buckets": len([s for s in str(sizes).split(",") if s.strip()]),
+                "bucket_sizes": str(sizes),
+                "rebuilt_buckets": bool(data.get("has_rebuilt_buckets", 0)),
                 "gradient_as_bucket_view": bool(data.get("gradient_as_bucket_view", 0))}
 
     def close(self) -> None:

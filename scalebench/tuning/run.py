@@ -37,7 +37,15 @@ from scalebench.tuning.race import Candidate, Confirmation, Race, confirm
 
 ROUNDS_PER_LAUNCH = 3  # in-launch: windows per candidate per launch
 CONFIRM_LAUNCHES = 3
-REWARM = 1  # untimed steps after each re-wrap
+# A confirmation may overrun the cell's budget by this factor, no more (else it is skipped and
+# the default kept, said as such).
+CONFIRM_OVERRUN = 1.25
+# Untimed steps after each re-wrap. DDP reduces its first two iterations with every gradient in
+# one bucket and rebuilds its buckets (by bucket_cap_mb, in backward order) at the start of the
+# third forward (torch 2.14, measured: DDP's logging data reports one bucket reduced in the first
+# two iterations, has_rebuilt_buckets and the capped buckets after the third). Timing from the
+# fourth step keeps both the single bucket and the rebuild out of the window.
+REWARM = 3
 # A floor on one launch's seconds, to refuse a budget too small for a race and its
 # confirmation before anything runs (start-up alone of the smallest cell on a CPU: torchrun and
 # horovodrun ~5 s, a TorchTrainer fit on a running embedded Ray ~15 s).
@@ -215,6 +223,9 @@ def ignored_settings(settings: dict[str, Any], per_rank: list[dict]) -> list[str
     """Settings the framework reports otherwise than asked (a silent no-op is a finding)."""
     problems = []
     for rank, seen in enumerate(per_rank):
+        if seen.get("rebuilt_buckets") is False:
+            problems.append(f"rank {rank}: DDP had not rebuilt its buckets by the end of the "
+                            "window: the bucket cap was not in effect while timed")
         for key, asked in settings.items():
             if key not in seen:
                 continue
@@ -298,6 +309,14 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
     if winner == race.default or result.stopped.startswith("the default failed"):
         result.confirmation = confirm(race.default, race.default, [1.0])
         tuner.note(f"{cell.name}: no candidate ahead of the default ({result.stopped})")
+        return finish(tuner, result, started)
+    if spent() + reserve() > budget * CONFIRM_OVERRUN:
+        result.findings.append(
+            f"{winner} led the race ({race.score(winner) * 100:+.1f}% on its paired slots) but "
+            f"the cell's budget ({duration(budget)}) cannot pay for its confirmation (about "
+            f"{duration(reserve())} more): the default is kept; a larger --budget confirms it")
+        result.confirmation = confirm(race.default, race.default, [1.0])
+        tuner.note(f"{cell.name}: {result.findings[-1]}")
         return finish(tuner, result, started)
     tuner.note(f"{cell.name}: confirming {winner} against the default over "
                f"{CONFIRM_LAUNCHES} fresh launches")
