@@ -34,8 +34,10 @@ def is_tuned(row: dict) -> bool:
 
 
 def settings_text(row: dict) -> str:
-    knobs = {k.option for k in frameworks.get(row["framework"]).knobs}
-    return ", ".join(f"{k}={v}" for k, v in (row.get("options") or {}).items() if k in knobs)
+    """The knobs of a row that are not at their defaults, e.g. "bucket_cap_mb=1.0"."""
+    defaults = {k.option: k.default for k in frameworks.get(row["framework"]).knobs}
+    return ", ".join(f"{k}={v}" for k, v in (row.get("options") or {}).items()
+                     if k in defaults and v is not None and v != defaults[k])
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ def rows_of(cell: Cell) -> list[list[str]]:
     def rate(r: dict | None) -> str:
         if r is None:
             return "-"
-        ci = ("" if r["ci95_low"] is None else f" ({r['ci95_low']:.3g}-{r['ci95_high']:.3g})")
+        ci = ("" if r["ci95_low"] is None else f" [{r['ci95_low']:.3g}, {r['ci95_high']:.3g}]")
         return f"{r['images_per_sec']:.3g}{ci}"
 
     by_default = sorted((e for e in cell.entries if e.default),
