@@ -45,7 +45,7 @@ MIN_SEGMENT = 2  # points in each flat stretch beside a change
 MIN_POINTS = 2 * MIN_SEGMENT
 SHIFT = 4  # points a change's start or end may move when it is refitted
 JOIN = 8  # proposals in one direction at most this far apart may be one gradual change
-MAX_LAG = 8  # lags of the variogram the noise is fitted to
+MAX_LAG = 8  # lags of the variogram the noise is fitted to (n / 8 where that is more)
 PHI_MAX = 0.98
 ROUNDS = 4  # noise re-estimated from the changes found, at most this often
 CLIP = 3.0  # noise deviations from the running median beyond which a point is pulled in
@@ -171,7 +171,7 @@ def _variogram_phi(y, stretches: list[tuple[int, int]]) -> float:
     import numpy as np
 
     ks, vs = [], []
-    for k in range(1, MAX_LAG + 1):
+    for k in range(1, max(MAX_LAG, len(y) // 8) + 1):
         d = np.concatenate([y[a + k:b] - y[a:b - k] for a, b in stretches if b - a > k] or
                            [np.empty(0)])
         if len(d) >= 8:
@@ -198,6 +198,7 @@ def estimate_noise(y, changes: Sequence[tuple[int, int]], within: float = 0.0) -
     variance of a point mean that the spread of launches inside points gives, a floor."""
     import numpy as np
 
+    y = np.asarray(y, dtype=float)
     stretches = [(a, b) for a, b in _stretches(len(y), changes) if b - a >= 2]
     res = [y[a:b] - y[a:b].mean() for a, b in stretches]
     if not res:
@@ -205,15 +206,15 @@ def estimate_noise(y, changes: Sequence[tuple[int, int]], within: float = 0.0) -
     m = len(res)
     total = sum(len(r) for r in res)
     ss = float(sum(r @ r for r in res))
-    lag1 = float(sum(r[1:] @ r[:-1] for r in res))
     if ss <= 0:
         return Noise(max(within, 0.0), floor=within > 0)
-    r1 = lag1 / ss
+    r1 = float(sum(r[1:] @ r[:-1] for r in res)) / ss
     phi = (total * r1 + m) / (total - 3 * m) if total > 3 * m else r1
-    phi = min(max(phi, _variogram_phi(np.asarray(y, dtype=float), stretches), 0.0), PHI_MAX)
-    # each stretch's mean took away its own variance: (1 + phi) / (1 - phi) points' worth
-    lost = m * (1 + phi) / (1 - phi)
-    variance = ss / (total - lost) if total - lost >= m else ss / max(total - m, 1)
+    phi = min(max(phi, _variogram_phi(y, stretches), 0.0), PHI_MAX)
+    # half the mean square of neighbours' differences is variance x (1 - phi), whatever the
+    # stretches' means
+    d = np.concatenate([np.diff(y[a:b]) for a, b in stretches])
+    variance = float(d @ d) / len(d) / 2 / (1 - phi)
     if within > variance:
         return Noise(within, phi, True)
     return Noise(variance, phi)
@@ -462,22 +463,26 @@ def detect(series: Sequence[Sequence[float]], alpha: float = ALPHA,
         return Detection(n, (), (_segment(series, 0, n),), noise=first)
     y = _clip(x, first)
     # Rounds: changes under the noise so far, then the noise around them, until the changes
-    # repeat; of all the rounds' answers (and none), the one that explains the series best.
+    # repeat. Of all the rounds' answers (and none), the one that explains the series best,
+    # each with the noise fitted around it; its changes then judged again under that noise.
     noise, rounds = first, []
     for _ in range(ROUNDS):
-        found, flats = _find(series, x, noise, alpha, min_magnitude, penalty)
-        spans = [(c.index, c.stop) for c in found]
-        if any(spans == r[2] for r in rounds):
+        spans = [(c.index, c.stop) for c in _find(series, x, noise, alpha, min_magnitude,
+                                                   penalty)[0]]
+        if any(spans == r[0] for r in rounds):
             break
         nxt = estimate_noise(y, spans, within)
-        rounds.append((found, flats, spans, noise, _criterion(y, spans, nxt, penalty)))
+        rounds.append((spans, nxt, _criterion(y, spans, nxt, penalty)))
         if nxt.variance <= 0:
             break
         noise = nxt
-    if not any(not r[2] for r in rounds):
+    if not any(not r[0] for r in rounds):
         none = estimate_noise(y, [], within)
-        rounds.append(([], [(0, n)], [], none, _criterion(y, [], none, penalty)))
-    found, flats, _, noise, _ = min(rounds, key=lambda r: (r[4], len(r[2])))
+        rounds.append(([], none, _criterion(y, [], none, penalty)))
+    spans, noise, _ = min(rounds, key=lambda r: (r[2], len(r[0])))
+    if noise.variance <= 0:
+        noise = first
+    found, flats = _find(series, x, noise, alpha, min_magnitude, penalty, spans)
     segments = tuple(_segment(series, a, b) for a, b in flats)
     return Detection(n, tuple(found), segments, noise=noise)
 
@@ -505,13 +510,17 @@ def _criterion(y, spans: list[tuple[int, int]], noise: Noise, penalty: float) ->
     return n * math.log(var) + len(spans) * penalty * math.log(n)
 
 
-def _find(series, x, noise: Noise, alpha: float, min_magnitude: float, penalty: float
+def _find(series, x, noise: Noise, alpha: float, min_magnitude: float, penalty: float,
+          changes: list[tuple[int, int]] | None = None
           ) -> tuple[list[ChangePoint], list[tuple[int, int]]]:
-    """The changes that hold under this noise, and the flat stretches between them."""
+    """The changes that hold under this noise (proposed by PELT, or starting from the given
+    ones), and the flat stretches between them."""
     n = len(x)
     y = _clip(x, noise)
     signal = y / noise.long_run_sd
-    changes = _initial(signal, propose(signal, penalty), n, penalty)
+    if changes is None:
+        changes = _initial(signal, propose(signal, penalty), n, penalty)
+    changes = list(changes)
     while True:
         changes = _refit(signal, changes, n)
         bounds = [(0, 0), *changes, (n, n)]
