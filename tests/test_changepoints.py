@@ -4,6 +4,7 @@ history store and the `history detect` command (exit codes, markdown, older rows
 from __future__ import annotations
 
 import json
+import math
 import random
 import statistics
 
@@ -80,6 +81,102 @@ def test_a_change_below_the_minimum_magnitude_is_not_one():
 
 def test_a_constant_series_has_none():
     assert changepoints.detect([(5.0,)] * 10).change_points == ()
+
+
+# ---------------------------------------------------------------- histories as they are
+# Correlated neighbours, wander, seasons, slides, levels of any sign and bad values. The code
+# before judged every point as independent (noise from neighbour differences, Mann-Whitney U on
+# the segments): the counts in the comments are what it found.
+
+def ar1(n: int, phi: float, sd: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    e, out = rng.gauss(0, sd), []
+    for _ in range(n):
+        out.append(e)
+        e = phi * e + rng.gauss(0, sd * math.sqrt(1 - phi * phi))
+    return out
+
+
+def single(values) -> list[tuple[float]]:
+    return [(v,) for v in values]
+
+
+def test_correlated_noise_is_no_change():
+    # AR(1) noise, phi 0.7, 5%, 96 points (found before: 7 and 4 change points)
+    for seed in (1, 2):
+        d = changepoints.detect(single(100 * (1 + e) for e in ar1(96, 0.7, 0.05, seed)))
+        assert d.change_points == (), [(c.index, c.change_pct) for c in d.change_points]
+        assert 0.4 <= d.noise.phi <= 0.95
+
+
+def test_a_level_that_wanders_within_its_noise_is_no_change():
+    # a random walk of 0.3 a point under 0.2 of independent noise, 200 points: neighbours
+    # differ little, the level wanders (found before: 2 and 2)
+    for seed in (1, 2):
+        rng = random.Random(seed)
+        walk, values = 0.0, []
+        for _ in range(200):
+            walk += rng.gauss(0, 0.3)
+            values.append(100 + walk + rng.gauss(0, 0.2))
+        d = changepoints.detect(single(values))
+        assert d.change_points == () and d.noise.phi > 0.9
+
+
+def test_a_daily_season_is_no_change():
+    # hourly sweeps, a swing of 3% over the day, 0.5% noise, 4 days (found before: 8 and 10)
+    for seed in (1, 2):
+        rng = random.Random(seed)
+        d = changepoints.detect(single(100 + 3 * math.sin(2 * math.pi * t / 24)
+                                       + rng.gauss(0, 0.5) for t in range(96)))
+        assert d.change_points == ()
+
+
+def test_a_straight_line_is_one_gradual_change():
+    # 1, 2, ..., 40 (found before: 9 steps)
+    d = changepoints.detect(single(range(1, 41)))
+    (c,) = d.change_points
+    assert c.gradual and c.direction == "increase"
+    assert c.index <= 3 and c.stop >= 37
+
+
+def test_a_slow_slide_is_one_gradual_regression():
+    # -3% a sweep for 8 sweeps (-21.6% in all) from point 16, 2% noise
+    rng = random.Random(4)
+    levels = [100 * 0.97 ** min(8, max(0, t - 15)) for t in range(40)]
+    d = changepoints.detect(single(v * (1 + rng.gauss(0, NOISE)) for v in levels))
+    (c,) = d.change_points
+    assert c.gradual and c.direction == "decrease"
+    assert c.index in (15, 16, 17) and c.stop in (22, 23, 24)  # the slide: points 16..23
+    assert c.change_pct == pytest.approx(-21.6, abs=3)
+    low, high = c.ci_pct
+    assert low < c.change_pct < high < 0
+    assert [(s.start, s.stop) for s in d.segments] == [(0, c.index), (c.stop, 40)]
+
+
+def test_a_level_of_zero_is_no_crash():
+    # before: mean exactly 0 (ZeroDivisionError before); the change is taken against |after|
+    d = changepoints.detect(single([-1.0, 1.0] * 5 + [4.0, 6.0] * 5))
+    (c,) = d.change_points
+    assert c.index == 10 and c.change_pct == 100.0 and "of |after|" in c.basis
+
+
+def test_a_negative_series_that_falls_is_a_decrease():
+    # -10 to -20 (before: a +100% increase)
+    rng = random.Random(5)
+    d = changepoints.detect(single([-10 + rng.gauss(0, 0.3) for _ in range(10)]
+                                   + [-20 + rng.gauss(0, 0.3) for _ in range(10)]))
+    (c,) = d.change_points
+    assert c.index == 10 and c.direction == "decrease"
+    assert c.change_pct == pytest.approx(-100, abs=8) and "of |before|" in c.basis
+
+
+@pytest.mark.parametrize("bad", [None, math.nan, math.inf, -math.inf, "12"])
+def test_a_value_that_is_not_a_number_is_named(bad):
+    # before: TypeError from float(None), AttributeError from statistics on NaN
+    with pytest.raises(changepoints.BadValue) as err:
+        changepoints.detect([(1.0,), (2.0,), (1.5, bad), (3.0,), (2.0,)])
+    assert err.value.point == 2 and f"point 2: value {bad!r} is not a finite number" in str(
+        err.value)
 
 
 # ---------------------------------------------------------------- through a history store
@@ -223,3 +320,42 @@ def test_plot_draws_segments_and_writes_the_page(tmp_path, capsys):
     text = (out_dir / "history.html").read_text()
     assert text.count('<img src="data:image/png;base64,') == 2
     assert "c5..c6" in text and "regression (new)" in text
+
+
+def test_a_slide_in_the_history_is_one_gradual_regression(tmp_path, capsys):
+    # -3% a sweep for 8 sweeps (c8..c15), 3 sweeps after: new, the gate fails
+    factors = [1.0] * 8 + [0.97 ** k for k in range(1, 9)] + [0.97 ** 8] * 3
+    store = add_series(tmp_path / "h.jsonl", factors, seed=3)
+    md = tmp_path / "detect.md"
+    code, out, _ = main(capsys, "history", "detect", "--store", str(store), "--metric",
+                        "throughput", "--markdown", str(md))
+    assert code == 1 and "FAILED: 2 new regressions" in out and "2 gradual" in out
+    rows, _ = history.load_store(store)
+    found = history_changes.find(rows, "throughput")
+    assert len(found.changes) == 2
+    for c in found.changes:
+        assert c.point.gradual and c.verdict == "regression" and c.new
+        assert 7 <= c.point.index <= 9 and 14 <= c.point.stop <= 16  # the slide: c8..c15
+        assert f"gradual regression of {c.point.change_pct:+.1f}% [" in out
+        assert f"over {c.commit_range} (first seen" in out
+    assert "| gradual, " in md.read_text()
+    out_dir = tmp_path / "plots"
+    code, out, _ = main(capsys, "history", "plot", "--store", str(store), "--out", str(out_dir))
+    assert code == 0 and out.count("change: throughput") == 2 and "gradual regression" in out
+    page = (out_dir / "history.html").read_text()
+    assert page.count("gradual, ") == 2 and "neighbour correlation" in page
+
+
+@pytest.mark.parametrize("bad", [None, "NaN", "Infinity"])
+def test_a_bad_value_in_the_store_is_one_line_naming_the_point(tmp_path, capsys, bad):
+    store = add_series(tmp_path / "h.jsonl", [1.0] * 6)
+    rows = read_records(store)
+    rows[5]["trial_images_per_sec"][1] = bad
+    rows[5]["sweep_id"] = "s5"
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    store.write_text(text.replace('"NaN"', "NaN").replace('"Infinity"', "Infinity"))
+    for action in (["detect"], ["plot", "--out", str(tmp_path / "plots")]):
+        code, _, err = main(capsys, "history", *action, "--store", str(store))
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert ("throughput of inception_v3 fp32 b2 75px cpu weak ddp x2 at commit c2, sweep s5"
+                in err and "not a finite number" in err), err

@@ -241,6 +241,30 @@ def _clip(x, noise: Noise):
 
 # ---------------------------------------------------------------- proposals and shapes
 
+def _l2_cost():
+    """ruptures' "l2" cost (the squared deviations from a segment's mean) from prefix sums: the
+    same numbers as its CostL2, without a numpy reduction for every segment PELT tries."""
+    import numpy as np
+    from ruptures.base import BaseCost
+
+    class PrefixL2(BaseCost):
+        model = "l2 (prefix sums)"
+        min_size = MIN_SEGMENT
+
+        def fit(self, signal):
+            y = np.asarray(signal, dtype=float).reshape(-1)
+            self.signal = y.reshape(-1, 1)
+            self.s1 = np.concatenate([[0.0], np.cumsum(y)]).tolist()
+            self.s2 = np.concatenate([[0.0], np.cumsum(y * y)]).tolist()
+            return self
+
+        def error(self, start, end):
+            total = self.s1[end] - self.s1[start]
+            return self.s2[end] - self.s2[start] - total * total / (end - start)
+
+    return PrefixL2()
+
+
 def propose(signal: Sequence[float], penalty: float = PENALTY) -> list[int]:
     """Indices where PELT puts the start of a new segment (0 < i < n), on a series in units of
     its long-run noise deviation."""
@@ -252,7 +276,7 @@ def propose(signal: Sequence[float], penalty: float = PENALTY) -> list[int]:
         return []
     y = np.asarray(signal, dtype=float)
     y = y - float(np.median(y))
-    search = ruptures.Pelt(model="l2", min_size=MIN_SEGMENT, jump=1).fit(y.reshape(-1, 1))
+    search = ruptures.Pelt(custom_cost=_l2_cost(), min_size=MIN_SEGMENT, jump=1).fit(y)
     return [int(b) for b in search.predict(pen=penalty * math.log(n))[:-1]]
 
 
