@@ -89,11 +89,15 @@ class Noise:
         """What one point is worth against an independent one in a long stretch's mean."""
         return (1 - self.phi) / (1 + self.phi)
 
-    def covariance(self, n: int):
+    def variance_of(self, g) -> float:
+        """The variance of sum(g[i] x point[i]) over consecutive points: variance x (sum g_i^2
+        + 2 sum_i g_i sum_{j<i} phi^(i-j) g_j), the inner sums by a first-order filter."""
         import numpy as np
+        from scipy.signal import lfilter
 
-        idx = np.arange(n)
-        return self.variance * self.phi ** np.abs(idx[:, None] - idx[None, :])
+        g = np.asarray(g, dtype=float)
+        h = lfilter([0.0, self.phi], [1.0, -self.phi], g) if self.phi else np.zeros_like(g)
+        return self.variance * float(g @ g + 2 * g @ h)
 
 
 @dataclass(frozen=True)
@@ -417,10 +421,8 @@ def _judge(series, y, noise: Noise, lo: int, a: int, b: int, hi: int, alpha: flo
     seg = y[lo:hi]
     xtx_inv = np.linalg.inv(X.T @ X)
     beta = xtx_inv @ X.T @ seg
-    cov = noise.covariance(hi - lo)
-    c = np.array([-1.0, 1.0])
-    g = c @ xtx_inv @ X.T
-    se = math.sqrt(max(float(g @ cov @ g), 0.0))
+    g = np.array([-1.0, 1.0]) @ xtx_inv @ X.T  # the change's estimate is g . y
+    se = math.sqrt(max(noise.variance_of(g), 0.0))
     est = float(beta[1] - beta[0])
     df = max(1, len(y) - 2)
     before, after = _segment(series, lo, a), _segment(series, b, hi)
