@@ -25,8 +25,9 @@ change at a random position at least 8 points from either end (--series historie
 counts as found when a regression lies within --tolerance points of it (of a slide: overlaps
 it within that); the position error is the distance of the nearest found one. False alarms: every
 finding, either direction, other than the first one matching the change, per 1,000 points. For a
-slide, "one gradual": this detector reports exactly one finding there, gradual, covering the slide
-within one point at each end.
+slide, "one gradual": this detector reports exactly one finding there, gradual, whose range
+covers the slide (its first moved point no later than the slide's, its first point at the new
+level no earlier than the slide's last).
 
 Detectors: this project's (changepoints.detect on per-launch values); the point-to-point rule
 (compare's verdict on each point against the previous one, threshold 5%, as `history plot
@@ -249,7 +250,7 @@ def score(t: Tally, found: list[tuple[int, int, float, bool]], n: int,
         t.errors.append(near[0][0])
         there = [f for f in found if distance(f) <= tolerance]
         f = found[near[0][1]]
-        if len(there) == 1 and f[3] and f[0] <= lo + 1 and f[1] >= hi:
+        if len(there) == 1 and f[3] and f[0] <= lo and f[1] >= hi:
             t.gradual += 1
 
 

@@ -52,7 +52,11 @@ CLIP = 3.0  # noise deviations from the running median beyond which a point is p
 # In units of the long-run noise variance, times log(n): chosen by benchmarks/change_points.py
 # (docs/change-points.md has the figures).
 PENALTY = 3.0
-RAMP_PENALTY = 1.0
+RAMP_PENALTY = 0.5
+# A reported slide reaches as far as its fit stays within this many times the points' variance
+# of its best (a profile interval of about 98% for each end: the range should hold the slide)
+WIDEN = 6.0
+DRIFT_T = 3.0  # a drift shared by the flat stretches is taken out where |t| reaches this
 ALPHA = 0.05
 MIN_MAGNITUDE = 2.0  # percent
 TEST = "t on AR(1) noise"
@@ -146,6 +150,7 @@ class Detection:
     segments: tuple[Segment, ...]  # the flat stretches; () when too short
     too_short: str = ""  # why nothing was judged, when the series is too short
     noise: Noise | None = None
+    drift: float = 0.0  # a straight drift of the baseline a point, taken out before judging
 
 
 # ---------------------------------------------------------------- noise
@@ -335,7 +340,8 @@ def _sse_flat(y, bounds: list[int]) -> float:
                                                                              strict=False)))
 
 
-def _initial(y, cuts: list[int], n: int, penalty: float) -> list[tuple[int, int]]:
+def _initial(y, cuts: list[int], n: int, penalty: float, ramp_cost: float
+             ) -> list[tuple[int, int]]:
     """Changes (a, b) from PELT's cuts: a run of cuts in one direction, each within JOIN of
     the next, becomes one ramp where that fits better than the staircase and its penalties."""
     bounds = [0, *cuts, n]
@@ -356,28 +362,28 @@ def _initial(y, cuts: list[int], n: int, penalty: float) -> list[tuple[int, int]
         lo, hi = bounds[run[0]], bounds[run[-1] + 2]
         _, ramp = _shapes(y, lo, hi, cuts[run[0]], cuts[run[-1]])
         stairs = _sse_flat(y, bounds[run[0]:run[-1] + 3])
-        if ramp is not None and ramp[0] + RAMP_PENALTY * log_n < stairs + (len(run) - 1) * \
-                penalty * log_n:
+        if ramp is not None and ramp[0] + ramp_cost < stairs + (len(run) - 1) * penalty * log_n:
             out.append((ramp[1], ramp[2]))
         else:
             out += [(cuts[k], cuts[k]) for k in run]
     return out
 
 
-def _refit(y, changes: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+def _refit(y, changes: list[tuple[int, int]], n: int, ramp_cost: float
+           ) -> list[tuple[int, int]]:
     """Each change refitted as a step or a ramp between its neighbours, left to right, until
     none moves (a ramp grows by up to SHIFT points a pass)."""
     for _ in range(n):
-        moved = _refit_pass(y, changes, n)
+        moved = _refit_pass(y, changes, n, ramp_cost)
         if moved == changes:
             return moved
         changes = moved
     return changes
 
 
-def _refit_pass(y, changes: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+def _refit_pass(y, changes: list[tuple[int, int]], n: int, ramp_cost: float
+                ) -> list[tuple[int, int]]:
     changes = list(changes)
-    log_n = math.log(n)
     for k in range(len(changes)):
         lo = changes[k - 1][1] if k else 0
         hi = changes[k + 1][0] if k + 1 < len(changes) else n
@@ -385,7 +391,7 @@ def _refit_pass(y, changes: list[tuple[int, int]], n: int) -> list[tuple[int, in
         if step is None:
             continue
         best = step
-        if ramp is not None and ramp[0] + RAMP_PENALTY * log_n < step[0]:
+        if ramp is not None and ramp[0] + ramp_cost < step[0]:
             best = ramp
         changes[k] = (best[1], best[2])
     return changes
@@ -409,10 +415,11 @@ def relative(before: float, after: float) -> tuple[float, str]:
     return 100.0 * after / abs(after), "of |after|: the level before is 0"
 
 
-def _judge(series, y, noise: Noise, lo: int, a: int, b: int, hi: int, alpha: float
-           ) -> ChangePoint:
+def _judge(series, y, noise: Noise, lo: int, a: int, b: int, hi: int, alpha: float,
+           drift: float = 0.0) -> ChangePoint:
     """The change from [lo, a) to [b, hi), the ramp between: least squares over the window,
-    its standard error under the AR(1) noise."""
+    its standard error under the AR(1) noise. With a drift (y has it taken out), the change
+    is the one on top of it, in % of the level before at its end."""
     import numpy as np
     from scipy.special import stdtr, stdtrit
 
@@ -426,8 +433,15 @@ def _judge(series, y, noise: Noise, lo: int, a: int, b: int, hi: int, alpha: flo
     est = float(beta[1] - beta[0])
     df = max(1, len(y) - 2)
     before, after = _segment(series, lo, a), _segment(series, b, hi)
-    change, basis = relative(before.summary.mean, after.summary.mean)
-    scale = abs(before.summary.mean) or abs(after.summary.mean)
+    if drift:
+        level = float(beta[0]) + drift * (a - 1)  # where the drift had taken it
+        change, basis = relative(level, level + est)
+        basis = "; ".join(x for x in (basis, f"on top of a drift of {drift:+.3g} a point")
+                          if x)
+        scale = abs(level) or abs(level + est)
+    else:
+        change, basis = relative(before.summary.mean, after.summary.mean)
+        scale = abs(before.summary.mean) or abs(after.summary.mean)
     # the search put the change where it stands out most: the chance that noise alone
     # stands out as much somewhere in the window is up to `places` times larger (Bonferroni)
     places = max(1, (hi - lo) - (b - a) - 2 * MIN_SEGMENT + 1)
@@ -488,29 +502,54 @@ def detect(series: Sequence[Sequence[float]], alpha: float = ALPHA,
     if first.variance <= 0:  # every point the same
         return Detection(n, (), (_segment(series, 0, n),), noise=first)
     y = _clip(x, first)
-    # Rounds: changes under the noise so far, then the noise around them, until the changes
-    # repeat. Of all the rounds' answers (and none), the one that explains the series best,
-    # each with the noise fitted around it; its changes then judged again under that noise.
-    noise, rounds = first, []
+    # Rounds: changes under the noise so far, then the noise (and a drift) around them, until
+    # the changes repeat. Of all the rounds' answers (and none), the one that explains the
+    # series best, each with the noise fitted around it; its changes then judged again.
+    t = np.arange(n, dtype=float)
+    noise, drift, rounds = first, 0.0, []
     for _ in range(ROUNDS):
-        spans = [(c.index, c.stop) for c in _find(series, x, noise, alpha, min_magnitude,
-                                                   penalty)[0]]
-        if any(spans == r[0] for r in rounds):
+        spans = [(c.index, c.stop) for c in _find(series, x - drift * t, noise, alpha,
+                                                   min_magnitude, penalty, drift=drift)[0]]
+        if any(spans == r[0] and drift == r[2] for r in rounds):
             break
-        nxt = estimate_noise(y, spans, within)
-        rounds.append((spans, nxt, _criterion(y, spans, nxt, penalty)))
+        drift = _drift(y, spans, estimate_noise(y, spans, within))
+        nxt = estimate_noise(y - drift * t, spans, within)
+        rounds.append((spans, nxt, drift, _criterion(y - drift * t, spans, nxt, penalty)
+                       + (math.log(n) if drift else 0.0)))
         if nxt.variance <= 0:
             break
         noise = nxt
     if not any(not r[0] for r in rounds):
-        none = estimate_noise(y, [], within)
-        rounds.append(([], none, _criterion(y, [], none, penalty)))
-    spans, noise, _ = min(rounds, key=lambda r: (r[2], len(r[0])))
+        drift = _drift(y, [], estimate_noise(y, [], within))
+        none = estimate_noise(y - drift * t, [], within)
+        rounds.append(([], none, drift, _criterion(y - drift * t, [], none, penalty)
+                       + (math.log(n) if drift else 0.0)))
+    spans, noise, drift, _ = min(rounds, key=lambda r: (r[3], len(r[0])))
     if noise.variance <= 0:
         noise = first
-    found, flats = _find(series, x, noise, alpha, min_magnitude, penalty, spans)
+    found, flats = _find(series, x - drift * t, noise, alpha, min_magnitude, penalty, spans,
+                         widen=True, drift=drift)
     segments = tuple(_segment(series, a, b) for a, b in flats)
-    return Detection(n, tuple(found), segments, noise=noise)
+    return Detection(n, tuple(found), segments, noise=noise, drift=drift)
+
+
+def _drift(y, spans: list[tuple[int, int]], noise: Noise) -> float:
+    """A straight drift of the baseline: the slope shared by the flat stretches (each its own
+    level), where it stands out from the noise (|t| >= DRIFT_T); else 0."""
+    import numpy as np
+
+    n = len(y)
+    g = np.zeros(n)
+    for a, b in _stretches(n, spans):
+        if b - a >= 3:
+            g[a:b] = np.arange(a, b) - (a + b - 1) / 2
+    ss = float(g @ g)
+    if ss <= 0 or noise.variance <= 0:
+        return 0.0
+    g /= ss
+    slope = float(g @ y)
+    se = math.sqrt(max(noise.variance_of(g), 0.0))
+    return slope if se > 0 and abs(slope) >= DRIFT_T * se else 0.0
 
 
 def _criterion(y, spans: list[tuple[int, int]], noise: Noise, penalty: float) -> float:
@@ -537,24 +576,70 @@ def _criterion(y, spans: list[tuple[int, int]], noise: Noise, penalty: float) ->
 
 
 def _find(series, x, noise: Noise, alpha: float, min_magnitude: float, penalty: float,
-          changes: list[tuple[int, int]] | None = None
+          changes: list[tuple[int, int]] | None = None, widen: bool = False, drift: float = 0.0
           ) -> tuple[list[ChangePoint], list[tuple[int, int]]]:
     """The changes that hold under this noise (proposed by PELT, or starting from the given
-    ones), and the flat stretches between them."""
+    ones), and the flat stretches between them; `widen`: each gradual change's ends moved out
+    as far as the data allow (_widen)."""
     n = len(x)
     y = _clip(x, noise)
     signal = y / noise.long_run_sd
+    # a ramp's extra parameter costs RAMP_PENALTY x log(n) of the points' own variance, not
+    # of the long-run one: the ramp explains points, not stretches
+    ramp_cost = RAMP_PENALTY * math.log(n) * noise.effective_fraction
     if changes is None:
-        changes = _initial(signal, propose(signal, penalty), n, penalty)
+        changes = _initial(signal, propose(signal, penalty), n, penalty, ramp_cost)
     changes = list(changes)
     while True:
-        changes = _refit(signal, changes, n)
+        changes = _refit(signal, changes, n, ramp_cost)
         bounds = [(0, 0), *changes, (n, n)]
-        found = [_judge(series, y, noise, bounds[k - 1][1], a, b, bounds[k + 1][0], alpha)
-                 for k, (a, b) in enumerate(changes, start=1)]
+        found = [_judge(series, y, noise, bounds[k - 1][1], a, b, bounds[k + 1][0], alpha,
+                        drift) for k, (a, b) in enumerate(changes, start=1)]
         failing = [c for c in found if not _holds(c, min_magnitude)]
         if not failing:
             break
         weakest = max(failing, key=lambda c: _weakness(c, min_magnitude))
         changes.remove((weakest.index, weakest.stop))
+    if widen and any(b > a for a, b in changes):
+        wide = _widen(signal, changes, n, WIDEN * noise.effective_fraction)
+        bounds = [(0, 0), *wide, (n, n)]
+        again = [_judge(series, y, noise, bounds[k - 1][1], a, b, bounds[k + 1][0], alpha,
+                        drift) for k, (a, b) in enumerate(wide, start=1)]
+        if all(_holds(c, min_magnitude) for c in again):
+            found = again
+        else:
+            bounds = [(0, 0), *changes, (n, n)]
     return found, [(bounds[k][1], bounds[k + 1][0]) for k in range(len(bounds) - 1)]
+
+
+def _sse(y, lo: int, hi: int, a: int, b: int) -> float:
+    """The least-squares residual of one shape (flat, ramp from a to b, flat) over [lo, hi)."""
+    import numpy as np
+
+    r = _ramp(lo, hi, a, b)
+    X = np.stack([1 - r, r], axis=1)
+    seg = y[lo:hi]
+    beta = np.linalg.lstsq(X, seg, rcond=None)[0]
+    e = seg - X @ beta
+    return float(e @ e)
+
+
+def _widen(y, changes: list[tuple[int, int]], n: int, tolerance: float
+           ) -> list[tuple[int, int]]:
+    """Each ramp's start moved earlier and its end later as far as the fit stays within
+    `tolerance` of its best: the commits where the data cannot rule out that the level was
+    already (or still) moving, so that the reported range covers the slide."""
+    changes = list(changes)
+    for k, (a, b) in enumerate(changes):
+        if b == a:
+            continue
+        lo = changes[k - 1][1] if k else 0
+        hi = changes[k + 1][0] if k + 1 < len(changes) else n
+        limit = _sse(y, lo, hi, a, b) + tolerance
+        first, last = a, b
+        while first - 1 >= lo + MIN_SEGMENT and _sse(y, lo, hi, first - 1, b) <= limit:
+            first -= 1
+        while last + 1 <= hi - MIN_SEGMENT and _sse(y, lo, hi, a, last + 1) <= limit:
+            last += 1
+        changes[k] = (first, last)
+    return changes

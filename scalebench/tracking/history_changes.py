@@ -134,8 +134,10 @@ def noise_text(d: changepoints.Detection) -> str:
         return ""
     level = abs(d.segments[0].summary.mean)
     sd = f"{100 * n.sd / level:.1f}%" if level else f"{n.sd:.3g}"
-    return f"noise {sd} a point, neighbour correlation {n.phi:.2f}" + \
-        (" (raised to the spread of launches)" if n.floor else "")
+    drift = (f"{100 * d.drift / level:+.2f}%" if level else f"{d.drift:+.3g}") if d.drift else ""
+    return (f"noise {sd} a point, neighbour correlation {n.phi:.2f}"
+            + (" (raised to the spread of launches)" if n.floor else "")
+            + (f"; a drift of {drift} a point, taken out" if drift else ""))
 
 
 def series_values(points: Sequence[history.Point]) -> list[tuple[float, ...]]:
