@@ -7,25 +7,29 @@ over several points, a slide), between two flat stretches.
 Benchmark histories are not independent draws: load on shared machines comes and goes over
 hours, clocks and neighbours drift, so neighbouring points are correlated. The noise of a series
 is therefore modelled as AR(1) (a point's deviation carries a fraction phi of the previous one),
-fitted to a robust variogram of the point means (the median absolute difference of points k
-apart, k = 1..MAX_LAG): the median ignores the few differences a step or slide moves, and a
-series that wanders, slopes or swings shows up as differences that grow with k, hence a high
-phi. Every test then uses the variance that this noise gives a difference of two stretches'
-means (neighbouring points count for less than independent ones; at phi 0.8 a stretch of 20
-points is worth about 2), so a change holds only when it stands out from the series' own
-correlated noise, and a level that wanders within its noise gives none.
+fitted around the changes (estimate_noise: the lag-one autocorrelation of the residuals,
+corrected for the stretch means, or a variogram fit that sees a wander, whichever is higher).
+Every test uses the exact variance that this noise gives a difference of two stretches' levels
+(at phi 0.8 a stretch of 20 points is worth about 2 independent ones), so a change holds only
+when it stands out from the series' own correlated noise, and a level that wanders within its
+noise gives none.
 
 1. Outliers: a point further than CLIP noise deviations from the running median of 5 is pulled
    back to that distance (one bad sweep is neither a change nor noise).
-2. Proposal: ruptures' PELT search (model "l2") on the point means in units of their long-run
+2. Proposal: ruptures' PELT search ("l2" cost) on the point means in units of their long-run
    noise deviation, penalty PENALTY x log(n).
-3. Shape: each proposed change is refitted within its neighbours as a step or a ramp (flat,
-   a straight slide, flat); a staircase of proposals in one direction
-   becomes one ramp when that fits better by more than RAMP_PENALTY x log(n).
+3. Shape: each proposed change is refitted between its neighbours as a step or a ramp (flat, a
+   straight slide, flat); a staircase of proposals in one direction becomes one ramp where that
+   fits better than the staircase and its penalties.
 4. Confirmation: the difference between the flat levels on either side (least squares over the
-   window, slide included) against its standard error under the AR(1) noise, Student t; it holds
-   at alpha and when it moves the level by at least the minimum magnitude. The weakest failing
-   change is dropped and the rest refitted until every one holds.
+   window, slide included) against its standard error under the AR(1) noise, Student t, its p
+   multiplied by the places the change could have been put; it holds at alpha and when it moves
+   the level by at least the minimum magnitude. The weakest failing change is dropped and the
+   rest refitted until every one holds.
+5. Rounds: first under independent noise, then under the noise (and a straight drift of the
+   baseline, where one stands out) fitted around the changes found, until they repeat; the
+   answer that explains the series best (AR(1) innovations, PELT's penalty a change) is judged
+   once more under its own noise, and each slide's ends are moved out as far as the data allow.
 
 Percentages are against the magnitude of the level before (|before|), so that a series of
 negative values that falls is a decrease; against |after| where the level before is 0. The
@@ -591,7 +595,7 @@ def _find(series, x, noise: Noise, alpha: float, min_magnitude: float, penalty: 
         changes = _initial(signal, propose(signal, penalty), n, penalty, ramp_cost)
     changes = list(changes)
     while True:
-        changes = _refit(signal, changes, n, ramp_cost)
+        changes = _merge(signal, _refit(signal, changes, n, ramp_cost), n, penalty, ramp_cost)
         bounds = [(0, 0), *changes, (n, n)]
         found = [_judge(series, y, noise, bounds[k - 1][1], a, b, bounds[k + 1][0], alpha,
                         drift) for k, (a, b) in enumerate(changes, start=1)]
@@ -610,6 +614,38 @@ def _find(series, x, noise: Noise, alpha: float, min_magnitude: float, penalty: 
         else:
             bounds = [(0, 0), *changes, (n, n)]
     return found, [(bounds[k][1], bounds[k + 1][0]) for k in range(len(bounds) - 1)]
+
+
+def _sse_of(y, lo: int, hi: int, changes: list[tuple[int, int]]) -> float:
+    """The least-squares residual over [lo, hi) of flat stretches joined by these changes."""
+    import numpy as np
+
+    X = np.stack([np.ones(hi - lo)] + [_ramp(lo, hi, a, b) for a, b in changes], axis=1)
+    seg = y[lo:hi]
+    e = seg - X @ np.linalg.lstsq(X, seg, rcond=None)[0]
+    return float(e @ e)
+
+
+def _merge(y, changes: list[tuple[int, int]], n: int, penalty: float, ramp_cost: float
+           ) -> list[tuple[int, int]]:
+    """Two neighbouring changes in one direction, at most JOIN points apart, become one ramp
+    from the first's start to the second's end where that fits better than the two and the
+    penalty of the second (the staircase of a slide that refitting left)."""
+    changes = list(changes)
+    k = 0
+    while k + 1 < len(changes):
+        (a1, b1), (a2, b2) = changes[k], changes[k + 1]
+        lo = changes[k - 1][1] if k else 0
+        hi = changes[k + 2][0] if k + 2 < len(changes) else n
+        before, middle, after = (float(y[lo:a1].mean()), float(y[b1:a2].mean()),
+                                 float(y[b2:hi].mean()))
+        if a2 - b1 <= JOIN and (middle - before) * (after - middle) > 0 and \
+                _sse_of(y, lo, hi, [(a1, b2)]) + ramp_cost < \
+                _sse_of(y, lo, hi, [(a1, b1), (a2, b2)]) + penalty * math.log(n):
+            changes[k:k + 2] = [(a1, b2)]
+            continue
+        k += 1
+    return changes
 
 
 def _sse(y, lo: int, hi: int, a: int, b: int) -> float:
