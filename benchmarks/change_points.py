@@ -1,25 +1,43 @@
-"""Change-point detection (scalebench.tracking.changepoints) against today's point-to-point rule, on
-synthetic histories with this project's measured noise.
+"""Change detection (scalebench.tracking.changepoints) against the point-to-point rule and a
+reference detector, on synthetic histories that look like real ones: correlated noise, wander,
+seasons, trends, slow slides and outliers.
 
 The noise is taken from results/reference/results.jsonl (or --results): the trial-to-trial
 coefficient of variation (root mean square of every ok train record's own CV) and the
 launch-to-launch CV (of the mean throughputs of the one-worker launches, which run the same
 plain step under every framework). A synthetic point is one sweep: --launches launches of
---trials trials each; a launch's mean moves by its own offset (the launch CV less the part its
-trials explain), its trials scatter around it. At a noise level c the launch means vary by c and
-the trials by c x (trial CV / launch CV), the measured ratio.
+--trials trials each. At a noise level c a launch's mean is level x (1 + e_t), e_t the family's
+noise at point t with a standard deviation of c (with 2 or more launches, half its variance is
+the point's, shared by its launches, and half each launch's own); its trials scatter around it
+by c x (trial CV / launch CV), the measured ratio.
 
-Histories of --length points: a step down of 3, 5, 10 or 20% at a random position with at least
-6 points on each side; a slide of the same total over 10 points; noise only. For each detector:
-recall per step size (a regression found within --tolerance points of the step; for a slide,
-within it), the mean position error of the found steps, and false alarms (regressions found)
-per 1,000 noise-only points. The point-to-point rule (history plot's marks: compare's verdict on
-each point against the previous one) is printed at its default threshold and over a range of
-thresholds, to read its false alarms at the detector's recall.
+Families of --length points (the noise, then what is to be found):
+  iid            independent noise; steps down of 5, 10 and 20%
+  ar0.5 .. ar0.9 AR(1) noise, lag-one correlation phi (marginal deviation c); 10% steps
+  wander         a random walk of c/5 a point on top of independent noise; 10% steps
+  season24, 7    a sine of amplitude c/2 and period 24 points (hourly sweeps, a daily season)
+                 or 7 (nightly sweeps, a weekly one); 10% steps
+  trend          a straight rise of 10% over the history; 10% steps
+  outliers       independent noise, one point in 50 off by 30% either way; 10% steps
+  slide r% x L   independent noise; the level falls r% (compounded) at each of L points
+Each family is run with nothing to find (--noise-series histories: false alarms) and with its
+change at a random position at least 8 points from either end (--series histories). A change
+counts as found when a regression lies within --tolerance points of it (of a slide: overlaps
+it within that); the position error is the distance of the nearest found one. False alarms: every
+finding, either direction, other than the first one matching the change, per 1,000 points. For a
+slide, "one gradual": this detector reports exactly one finding there, gradual, whose range
+covers the slide (its first moved point no later than the slide's, its first point at the new
+level no earlier than the slide's last).
 
-    python benchmarks/change_points.py [--seed 1] [--series 120] [--noise-series 400]
-        [--length 40] [--launches 1] [--noise measured,0.05] [--penalty 3] [--alpha 0.05]
-        [--min-magnitude 2]
+Detectors: this project's (changepoints.detect on per-launch values); the point-to-point rule
+(compare's verdict on each point against the previous one, threshold 5%, as `history plot
+--point-to-point`); ruptures' binary segmentation (Binseg, model "l2", its default min_size 2 and
+jump 5) with the BIC penalty of its documentation, log(n) x sigma^2, sigma from the median
+absolute difference of neighbours (independent noise assumed).
+
+    python benchmarks/change_points.py [--seed 1] [--series 100] [--noise-series 200]
+        [--length 48] [--launches 1] [--trials 5] [--noise 0.05] [--families iid,ar0.5,...]
+        [--tolerance 3] [--penalty 3] [--alpha 0.05] [--min-magnitude 2]
 """
 
 from __future__ import annotations
@@ -37,11 +55,14 @@ from scalebench.analysis import stats
 from scalebench.tracking import changepoints
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference" / "results.jsonl"
-STEPS = (3.0, 5.0, 10.0, 20.0)
-SLIDE_POINTS = 10
-MARGIN = 6  # points on each side of a step
-P2P_THRESHOLDS = (0.0, 2.0, 5.0, 8.0, 10.0, 12.0, 15.0, 20.0)
-GOAL = "recall >= 0.9 for 10% steps, position error <= 1, false alarms <= 2 per 1,000 points"
+MARGIN = 8  # points on each side of a change
+P2P_THRESHOLD = 5.0
+SLIDES = ((1.0, 5), (1.0, 10), (3.0, 5), (3.0, 8), (3.0, 10), (5.0, 5), (5.0, 10))
+FAMILIES = (["iid:5", "iid:10", "iid:20", "ar0.5", "ar0.8", "ar0.9", "wander", "season24",
+             "season7", "trend", "outliers"] + [f"slide{r:g}x{n}" for r, n in SLIDES])
+GOAL = ("i.i.d.: recall >= 0.9 for 10% steps, <= 2 false alarms / 1,000 points; AR(1) with no "
+        "step: <= 2 at phi 0.5, <= 5 at phi 0.8; slides of 3% x 8 found as one gradual "
+        "regression >= 0.9; 10% steps on a season or a trend: recall >= 0.8")
 
 
 @dataclass(frozen=True)
@@ -74,24 +95,121 @@ class Point:
         return stats.Samples.of_processes(self.launches)
 
 
-def draw(levels: list[float], launch_cv: float, trial_cv: float, launches: int, trials: int,
-         rng: random.Random) -> list[Point]:
+# ---------------------------------------------------------------- families
+
+def family_noise(name: str, n: int, c: float, rng: random.Random) -> list[float]:
+    """The relative noise e_t of a family's points (deviation c where it is stationary)."""
+    white = [rng.gauss(0, c) for _ in range(n)]
+    if name.startswith("ar"):
+        phi = float(name[2:])
+        e, out = rng.gauss(0, c), []
+        for _ in range(n):
+            out.append(e)
+            e = phi * e + rng.gauss(0, c * math.sqrt(1 - phi * phi))
+        return out
+    if name == "wander":
+        walk, out = 0.0, []
+        for w in white:
+            walk += rng.gauss(0, c / 5)
+            out.append(walk + w)
+        return out
+    if name.startswith("season"):
+        period, phase = int(name[6:]), rng.uniform(0, 2 * math.pi)
+        return [w + c / 2 * math.sin(2 * math.pi * t / period + phase)
+                for t, w in enumerate(white)]
+    if name == "trend":
+        return [w + 0.10 * t / (n - 1) for t, w in enumerate(white)]
+    if name == "outliers":
+        return [w + (rng.choice((-0.3, 0.3)) if rng.random() < 1 / 50 else 0.0) for w in white]
+    return white  # iid and slides
+
+
+def family_change(name: str, n: int, rng: random.Random) -> tuple[list[float], int, int]:
+    """The levels of a history with the family's change, and the change's first and last moved
+    point (a step: the same)."""
+    if name.startswith("slide"):
+        rate, points = name[5:].split("x")
+        r, length = float(rate) / 100, int(points)
+        at = rng.randint(MARGIN, n - MARGIN - length)
+        return ([(1 - r) ** min(length, max(0, t - at + 1)) for t in range(n)], at,
+                at + length - 1)
+    size = float(name.split(":")[1]) / 100 if ":" in name else 0.10
+    at = rng.randint(MARGIN, n - MARGIN)
+    return [1.0 if t < at else 1 - size for t in range(n)], at, at
+
+
+def draw(levels: list[float], offsets: list[float], launch_cv: float, trial_cv: float,
+         launches: int, trials: int, rng: random.Random) -> list[Point]:
+    """Points at these levels (x 100): the family's offsets, a launch's own part and trials."""
     # the launch means vary by launch_cv in all: their trials explain trial_cv / sqrt(trials)
-    offset = math.sqrt(max(0.0, launch_cv ** 2 - trial_cv ** 2 / trials))
+    own = math.sqrt(max(0.0, 1 - trial_cv ** 2 / trials / launch_cv ** 2)) if launch_cv else 0.0
+    shared = math.sqrt(0.5) if launches > 1 else 1.0
     out = []
-    for level in levels:
+    for level, e in zip(levels, offsets, strict=True):
         per = []
         for _ in range(launches):
-            mean = level * (1 + rng.gauss(0, offset))
+            u = rng.gauss(0, launch_cv * math.sqrt(1 - shared ** 2))
+            mean = 100.0 * level * (1 + own * (shared * e + u))
             per.append([mean * (1 + rng.gauss(0, trial_cv)) for _ in range(trials)])
         out.append(Point(per))
     return out
 
 
+# ---------------------------------------------------------------- detectors: (first, last, change)
+
+def ours(points: list[Point], args) -> list[tuple[int, int, float, bool]]:
+    d = changepoints.detect([p.values for p in points], args.alpha, args.min_magnitude,
+                            args.penalty)
+    return [(c.index, c.stop, c.change_pct, c.gradual) for c in d.change_points]
+
+
+def point_to_point(points: list[Point], args) -> list[tuple[int, int, float, bool]]:
+    """compare's rule on every point against the previous one, threshold P2P_THRESHOLD."""
+    out = []
+    for i in range(1, len(points)):
+        a, b = points[i - 1].samples, points[i].samples
+        basis = stats.common_basis(a, b)
+        ma, mb = a.summary(basis).mean, b.summary(basis).mean
+        change = 100.0 * (mb - ma) / ma
+        # the threshold first: the test only where the change is large enough to count
+        if abs(change) > P2P_THRESHOLD and stats.difference_of(a, b, args.alpha).significant:
+            out.append((i, i, change, False))
+    return out
+
+
+def binseg(points: list[Point], args) -> list[tuple[int, int, float, bool]]:
+    """ruptures' Binseg with its documented BIC penalty, on the point means."""
+    import numpy as np
+    import ruptures
+
+    means = np.array([statistics.fmean(p.values) for p in points])
+    n = len(means)
+    sigma = 1.4826 * float(np.median(np.abs(np.diff(means)))) / math.sqrt(2)
+    if sigma <= 0:
+        return []
+    bkps = ruptures.Binseg(model="l2").fit(means.reshape(-1, 1)).predict(
+        pen=math.log(n) * sigma ** 2)
+    bounds = [0, *bkps]
+    out = []
+    for k in range(1, len(bounds) - 1):
+        before = float(means[bounds[k - 1]:bounds[k]].mean())
+        after = float(means[bounds[k]:bounds[k + 1]].mean())
+        out.append((bounds[k], bounds[k], 100.0 * (after - before) / before, False))
+    return out
+
+
+DETECTORS = {"this detector": ours, "point-to-point": point_to_point, "ruptures Binseg BIC": binseg}
+
+
+# ---------------------------------------------------------------- scoring
+
 @dataclass
 class Tally:
     found: int = 0
     total: int = 0
+    gradual: int = 0  # slides: one gradual finding covering the slide
+    false: int = 0
+    points: int = 0
     errors: list[int] = field(default_factory=list)
 
     @property
@@ -99,157 +217,139 @@ class Tally:
         return self.found / self.total if self.total else math.nan
 
     @property
+    def one_gradual(self) -> float:
+        return self.gradual / self.total if self.total else math.nan
+
+    @property
     def error(self) -> float:
         return statistics.fmean(self.errors) if self.errors else math.nan
 
-
-def detector_marks(points: list[Point], args) -> list[int]:
-    d = changepoints.detect([p.values for p in points], args.alpha, args.min_magnitude,
-                            args.penalty)
-    return [c.index for c in d.change_points if c.change_pct < 0]
+    @property
+    def false_per_k(self) -> float:
+        return 1000.0 * self.false / self.points if self.points else math.nan
 
 
-def p2p_judged(points: list[Point], alpha: float) -> list[tuple[int, float, bool]]:
-    """(index, change %, significant) of every point against the previous one: compare.judge's
-    rule without its threshold, which is applied afterwards."""
-    out = []
-    for i in range(1, len(points)):
-        a, b = points[i - 1].samples, points[i].samples
-        diff = stats.difference_of(a, b, alpha)
-        ma, mb = a.summary(diff.basis).mean, b.summary(diff.basis).mean
-        out.append((i, 100.0 * (mb - ma) / ma, diff.significant))
+def score(t: Tally, found: list[tuple[int, int, float, bool]], n: int,
+          change: tuple[int, int] | None, tolerance: int) -> None:
+    t.points += n
+    if change is None:
+        t.false += len(found)
+        return
+    lo, hi = change
+    t.total += 1
+
+    def distance(f) -> int:
+        first, last = f[0], f[1]
+        return 0 if first <= hi and last >= lo else (first - hi if first > hi else lo - last)
+
+    near = sorted((distance(f), k) for k, f in enumerate(found)
+                  if f[2] < 0 and distance(f) <= tolerance)
+    t.false += len(found) - (1 if near else 0)
+    if near:
+        t.found += 1
+        t.errors.append(near[0][0])
+        there = [f for f in found if distance(f) <= tolerance]
+        f = found[near[0][1]]
+        if len(there) == 1 and f[3] and f[0] <= lo and f[1] >= hi:
+            t.gradual += 1
+
+
+def run_family(name: str, launch_cv: float, trial_cv: float, args, rng: random.Random
+               ) -> dict[str, dict[str, Tally]]:
+    n = args.length
+    noise_name = "iid" if name.startswith(("iid", "slide")) else name
+    out = {kind: {d: Tally() for d in DETECTORS} for kind in ("none", "change")}
+    runs = [("none", args.noise_series)] if not name.startswith(("slide", "iid:")) or \
+        name == "iid:10" else []
+    for kind, count in runs + [("change", args.series)]:
+        for _ in range(count):
+            offsets = family_noise(noise_name, n, launch_cv, rng)
+            if kind == "none":
+                levels, change = [1.0] * n, None
+            else:
+                levels, lo, hi = family_change(name, n, rng)
+                change = (lo, hi)
+            points = draw(levels, offsets, launch_cv, trial_cv, args.launches, args.trials, rng)
+            for d, fn in DETECTORS.items():
+                score(out[kind][d], fn(points, args), n, change, args.tolerance)
     return out
 
 
-def p2p_marks(judged, threshold: float) -> list[int]:
-    return [i for i, change, significant in judged if significant and change < -threshold]
+def fmt(x: float, spec: str = ".2f") -> str:
+    return "-" if math.isnan(x) else format(x, spec)
 
 
-def score(tally: Tally, marks: list[int], lo: int, hi: int, tolerance: int) -> None:
-    """A hit: a mark within tolerance of [lo, hi] (a step: lo == hi)."""
-    tally.total += 1
-    near = [0 if lo <= m <= hi else min(abs(m - lo), abs(m - hi)) for m in marks]
-    near = [e for e in near if e <= tolerance]
-    if near:
-        tally.found += 1
-        tally.errors.append(min(near))
+def print_header() -> None:
+    names = list(DETECTORS)
+    print("\nfamily        | " + " | ".join(f"{d:^33}" for d in names))
+    print("              | " + " | ".join(f"{'recall':>7} {'pos':>5} {'FA/1k':>6} {'FA/1k':>6}"
+                                          f" {'1 grad':>6}" for _ in names))
+    print("              | " + " | ".join(f"{'':>7} {'err':>5} {'none':>6} {'change':>6} "
+                                          f"{'':>6}" for _ in names), flush=True)
 
 
-def run_level(label: str, launch_cv: float, trial_cv: float, args, rng: random.Random) -> dict:
-    n = args.length
-    det = {("step", s): Tally() for s in STEPS} | {("slide", s): Tally() for s in STEPS}
-    p2p = {t: {k: Tally() for k in det} for t in P2P_THRESHOLDS}
-    det_false, p2p_false = 0, dict.fromkeys(P2P_THRESHOLDS, 0)
-    # hits by chance: a noise-only history scored as if it had a step at a random position
-    det_chance, p2p_chance = Tally(), Tally()
-    noise_points = 0
-
-    def draw_levels(levels):
-        return draw(levels, launch_cv, trial_cv, args.launches, args.trials, rng)
-
-    for kind in ("step", "slide"):
-        for size in STEPS:
-            for _ in range(args.series):
-                if kind == "step":
-                    at = rng.randint(MARGIN, n - MARGIN)
-                    levels = [100.0 if i < at else 100.0 * (1 - size / 100) for i in range(n)]
-                    lo = hi = at
-                else:
-                    at = rng.randint(MARGIN, n - MARGIN - SLIDE_POINTS)
-                    levels = [100.0 * (1 - size / 100 * min(1.0, max(0, i - at + 1) / SLIDE_POINTS))
-                              for i in range(n)]
-                    lo, hi = at, at + SLIDE_POINTS - 1
-                points = draw_levels(levels)
-                score(det[(kind, size)], detector_marks(points, args), lo, hi, args.tolerance)
-                judged = p2p_judged(points, args.alpha)
-                for t in P2P_THRESHOLDS:
-                    score(p2p[t][(kind, size)], p2p_marks(judged, t), lo, hi, args.tolerance)
-    for _ in range(args.noise_series):
-        points = draw_levels([100.0] * n)
-        noise_points += n
-        marks = detector_marks(points, args)
-        det_false += len(marks)
-        judged = p2p_judged(points, args.alpha)
-        for t in P2P_THRESHOLDS:
-            p2p_false[t] += len(p2p_marks(judged, t))
-        at = rng.randint(MARGIN, n - MARGIN)
-        score(det_chance, marks, at, at, args.tolerance)
-        score(p2p_chance, p2p_marks(judged, p2p_default(args)), at, at, args.tolerance)
-    per_k = 1000.0 / noise_points
-    return {"label": label, "det": det, "p2p": p2p, "det_false": det_false * per_k,
-            "p2p_false": {t: v * per_k for t, v in p2p_false.items()},
-            "chance": (det_chance.recall, p2p_chance.recall)}
-
-
-def fmt(x: float, digits: int = 2) -> str:
-    return "   -" if math.isnan(x) else f"{x:.{digits}f}"
-
-
-def print_level(r: dict, args) -> None:
-    det, p2p, default = r["det"], r["p2p"], p2p_default(args)
-    print(f"\n== {r['label']}")
-    print(f"{'':16}{'change points':>24}    {'point-to-point (threshold ' + f'{default:g}%)':>30}")
-    print(f"{'':16}{'recall':>12}{'pos. error':>12}    {'recall':>18}{'pos. error':>12}")
-    for kind in ("step", "slide"):
-        for size in STEPS:
-            d, p = det[(kind, size)], p2p[default][(kind, size)]
-            print(f"  {f'{kind} -{size:g}%':<14}{fmt(d.recall):>12}{fmt(d.error):>12}    "
-                  f"{fmt(p.recall):>18}{fmt(p.error):>12}")
-    print(f"  false alarms / 1,000 noise-only points: change points {r['det_false']:.2f}, "
-          f"point-to-point {r['p2p_false'][default]:.2f}")
-    print("  point-to-point by threshold (recall of 10% steps, false alarms / 1,000):")
-    print("    " + "; ".join(f"{t:g}%: {p2p[t][('step', 10.0)].recall:.2f}, "
-                             f"{r['p2p_false'][t]:.1f}" for t in P2P_THRESHOLDS))
-    print(f"  recall by chance (noise only, a step assumed at a random position): change points "
-          f"{r['chance'][0]:.2f}, point-to-point {r['chance'][1]:.2f}")
-    target = det[("step", 10.0)].recall
-    t = min(P2P_THRESHOLDS, key=lambda t: (abs(p2p[t][("step", 10.0)].recall - target), -t))
-    print(f"  at (nearly) equal recall of 10% steps: change points {target:.2f} with "
-          f"{r['det_false']:.2f} false alarms / 1,000; point-to-point at threshold {t:g}% "
-          f"{p2p[t][('step', 10.0)].recall:.2f} with {r['p2p_false'][t]:.2f}")
-
-
-def p2p_default(args) -> float:
-    return 5.0
+def print_row(family: str, r: dict[str, dict[str, Tally]]) -> None:
+    names = list(DETECTORS)
+    cells = []
+    for d in names:
+        c, z = r["change"][d], r["none"][d]
+        grad = fmt(c.one_gradual) if family.startswith("slide") and d == names[0] else "-"
+        cells.append(f"{fmt(c.recall):>7} {fmt(c.error):>5} {fmt(z.false_per_k, '.1f'):>6} "
+                     f"{fmt(c.false_per_k, '.1f'):>6} {grad:>6}")
+    print(f"{family:<14}| " + " | ".join(cells), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", type=Path, default=REFERENCE)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--series", type=int, default=120, help="histories per step size and kind")
-    p.add_argument("--noise-series", type=int, default=400, help="noise-only histories")
-    p.add_argument("--length", type=int, default=40, help="points per history")
+    p.add_argument("--series", type=int, default=100, help="histories with a change, a family")
+    p.add_argument("--noise-series", type=int, default=200,
+                   help="histories with nothing to find, a family")
+    p.add_argument("--length", type=int, default=48, help="points per history")
     p.add_argument("--launches", type=int, default=1, help="launches per point")
     p.add_argument("--trials", type=int, default=5, help="trials per launch")
-    p.add_argument("--noise", default="measured,0.05",
+    p.add_argument("--noise", default="0.05",
                    help="comma list of launch CVs: 'measured' or a fraction")
-    p.add_argument("--tolerance", type=int, default=3, help="points a found step may be off")
+    p.add_argument("--families", default=",".join(FAMILIES),
+                   help=f"comma list (default all: {','.join(FAMILIES)})")
+    p.add_argument("--tolerance", type=int, default=3, help="points a found change may be off")
     p.add_argument("--penalty", type=float, default=changepoints.PENALTY)
     p.add_argument("--alpha", type=float, default=changepoints.ALPHA)
     p.add_argument("--min-magnitude", type=float, default=changepoints.MIN_MAGNITUDE)
     args = p.parse_args(argv)
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        p.error(f"--families: unknown {', '.join(unknown)}; allowed: {', '.join(FAMILIES)}")
+    if args.length < 2 * MARGIN + 10:
+        p.error(f"--length: at least {2 * MARGIN + 10} points (a slide of 10 and {MARGIN} on "
+                "either side)")
     noise = measured_noise(args.results)
     ratio = noise.trial_cv / noise.launch_cv
     print(f"measured noise ({noise.source}): trial CV {100 * noise.trial_cv:.1f}%, launch CV "
           f"{100 * noise.launch_cv:.1f}% (trial / launch {ratio:.2f})")
     print(f"histories: {args.length} points, {args.launches} launch(es) x {args.trials} trials a "
-          f"point; {args.series} per step size and kind, {args.noise_series} noise-only "
-          f"({args.noise_series * args.length} points); tolerance {args.tolerance} points; "
-          f"seed {args.seed}")
-    print(f"change points: PELT penalty {args.penalty:g} x log(n), alpha {args.alpha:g}, "
-          f"min magnitude {args.min_magnitude:g}%; point-to-point: compare's rule, alpha "
-          f"{args.alpha:g}")
-    print(f"goal at 5% noise: {GOAL}, fewer false alarms than point-to-point at equal recall")
-    rng = random.Random(args.seed)
+          f"point; {args.series} with a change and {args.noise_series} without, a family; "
+          f"tolerance {args.tolerance} points; seed {args.seed}")
+    print(f"this detector: penalty {args.penalty:g} x log(n), alpha {args.alpha:g}, min magnitude "
+          f"{args.min_magnitude:g}%; point-to-point: compare's rule, threshold "
+          f"{P2P_THRESHOLD:g}%; ruptures Binseg: l2, BIC penalty log(n) sigma^2")
+    print(f"goals at 5% noise: {GOAL}")
+    print("columns: recall of the change; mean position error (points); false alarms / 1,000 "
+          "points without a change and with one; slides: found as one gradual regression "
+          "covering the slide")
     started = time.perf_counter()
     for item in args.noise.split(","):
         item = item.strip()
         launch_cv = noise.launch_cv if item == "measured" else float(item)
         trial_cv = launch_cv * ratio
-        label = (f"noise {100 * launch_cv:.1f}% ({'measured' if item == 'measured' else 'set'}): "
-                 f"launch CV {100 * launch_cv:.1f}%, trial CV {100 * trial_cv:.1f}%")
-        print_level(run_level(label, launch_cv, trial_cv, args, rng), args)
+        print(f"\n== noise {100 * launch_cv:.1f}% ({'measured' if item == 'measured' else 'set'}):"
+              f" launch CV {100 * launch_cv:.1f}%, trial CV {100 * trial_cv:.1f}%")
+        print_header()
+        for family in families:
+            rng = random.Random(f"{args.seed}:{family}:{item}")
+            print_row(family, run_family(family, launch_cv, trial_cv, args, rng))
     print(f"\n{time.perf_counter() - started:.0f} s")
     return 0
 

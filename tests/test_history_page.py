@@ -24,9 +24,9 @@ def history_page(tmp_path_factory):
     return page, page.read_text(encoding="utf-8")
 
 
-def test_page_holds_the_change_points_and_both_figures(history_page):
+def test_page_holds_the_changes_and_both_figures(history_page):
     _, text = history_page
-    for heading in ("Change points", "Trends", "Series", "Method"):
+    for heading in ("Changes", "Trends", "Series", "Method"):
         assert f">{heading}</h2>" in text
     changes = text.split('id="changes"')[1].split('id="figures"')[0]
     commits = html.escape(f"{HOSTILE}c5..{HOSTILE}c6", quote=True)

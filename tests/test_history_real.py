@@ -97,9 +97,9 @@ def test_a_slowdown_the_records_cannot_see_is_found_at_its_commit(tmp_path, caps
 
     code, out = detect(capsys, store_a)
     assert code == 0, out + means
-    assert "8 points, 0 change points" in out, means
+    assert "8 points, 0 changes" in out, means
 
     code, out = detect(capsys, store_b)
     assert code == 1, out + means
-    assert "8 points, 1 change point" in out, means
-    assert "between commits commit3..commit4" in out
+    assert "8 points, 1 change (" in out, means
+    assert "regression of " in out and " at commit3..commit4 (first seen" in out, out + means

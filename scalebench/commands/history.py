@@ -2,8 +2,8 @@
 | history detect --store FILE [--metric ...] [--alpha] [--min-magnitude PCT] [--last K]
 [--markdown FILE]
 
-detect's exit codes: 0 no new regression, 1 a regression change point among the last K points,
-2 bad input (UserError).
+detect's exit codes: 0 no new regression, 1 a regression (a step or a gradual change) that ends
+among the last K points, 2 bad input (UserError).
 """
 
 from __future__ import annotations
@@ -20,18 +20,19 @@ from scalebench.tracking import changepoints, history, history_changes
 
 def _detect_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha", type=float, default=changepoints.ALPHA,
-                   help="significance level a change point must reach, on per-launch values "
+                   help="significance level a change must reach against the series' "
+                   "correlated noise "
                    f"(default {changepoints.ALPHA:g})")
     p.add_argument("--min-magnitude", type=float, default=changepoints.MIN_MAGNITUDE,
-                   help="percent a segment mean must move by to count as a change point "
+                   help="percent the level must move by to count as a change "
                    f"(default {changepoints.MIN_MAGNITUDE:g})")
     p.add_argument("--last", type=int, default=history_changes.LAST,
-                   help="a regression change point among the last K points is new (fails "
+                   help="a regression that ends among the last K points is new (fails "
                    f"detect; default {history_changes.LAST})")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("history", help="keep results over time, find change points, draw trends")
+    p = sub.add_parser("history", help="keep results over time, find changes, draw trends")
     actions = p.add_subparsers(dest="action", required=True, parser_class=type(p))
     a = actions.add_parser("add", help="append the runs of results files to a history store")
     a.add_argument("inputs", nargs="+", help="results.jsonl files or sweep output folders")
@@ -39,8 +40,9 @@ def register(sub) -> None:
     a.add_argument("--commit", help="git commit the runs measured (default: the one each run "
                    "recorded)")
     a.set_defaults(run=run_add)
-    d = actions.add_parser("detect", help="change points per configuration, with the commit "
-                           "range of each (exit 1 on a new regression)")
+    d = actions.add_parser("detect", help="changes (steps and gradual changes) per "
+                           "configuration, with the commit range of each (exit 1 on a new "
+                           "regression)")
     d.add_argument("--store", required=True, help="history store written by `history add`")
     d.add_argument("--metric", default="throughput,efficiency",
                    help="comma list: throughput,efficiency (default both)")
@@ -111,9 +113,8 @@ def run_plot(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
     print(f"wrote {history_page.write(found, Path(args.out), written)}")
     for change in found.changes:
-        print(f"change point: {change.series.metric} of {change.series.title} between commits "
-              f"{change.commit_range}: {change.point.change_pct:+.1f}% ({change.verdict}"
-              f"{', new' if change.new else ''}; {history_changes.test_text(change)})")
+        print(f"change: {change.series.metric} of {change.series.title}: {change.headline} "
+              f"({'new; ' if change.new else ''}{history_changes.test_text(change)})")
     for metric, panel, line, point in marks:
         where = (f"{metric} of {history.panel_title(panel)} {history.line_label(line)} "
                  f"at {point.when.isoformat()} (commit {point.commit or 'unknown'}"

@@ -1,4 +1,4 @@
-"""history.html: the trend figures and the change points of a history store as one
+"""history.html: the trend figures and the changes of a history store as one
 self-contained page, in report.html's look (its CSS and helpers; figures as base64 PNG, no
 script, no network). Every string from the store (commits, configurations) goes through `esc`."""
 
@@ -13,13 +13,14 @@ from scalebench.tracking import history_changes as hc
 TITLE = "scalebench history"
 CAPTIONS = {
     "history-throughput": "Images per second (all workers) per sweep, with 95% intervals; "
-                          "dashed: the mean of each segment between change points; triangles: "
-                          "change points (down: regression, up: improvement).",
+                          "dashed: the mean of each flat stretch between changes, and a slope "
+                          "across each gradual change; triangles: changes (down: regression, "
+                          "up: improvement).",
     "history-efficiency": "Scaling efficiency per sweep against the same launch of the "
-                          "one-worker run, with 95% intervals; dashed: segment means; "
-                          "triangles: change points.",
+                          "one-worker run, with 95% intervals; dashed: stretch means and the "
+                          "slopes of gradual changes; triangles: changes.",
 }
-SECTIONS = (("changes", "Change points"), ("figures", "Trends"), ("series", "Series"),
+SECTIONS = (("changes", "Changes"), ("figures", "Trends"), ("series", "Series"),
             ("method", "Method"))
 
 
@@ -32,13 +33,13 @@ def _verdict(c: hc.Change) -> str:
 
 def _changes(c: hc.Changes) -> str:
     if not c.changes:
-        return "<p>No change point in any series.</p>"
+        return "<p>No change in any series.</p>"
     rows = []
     for x in c.changes:
         cells = [esc(v) for v in hc.cells(x)]
         cells[0] = _verdict(x)
         rows.append(cells)
-    return raw_table(hc.HEADER, rows, frozenset({5, 6, 7}))
+    return raw_table(hc.HEADER, rows, frozenset({6, 7, 8}))
 
 
 def _figures(figures: Mapping[str, bytes]) -> str:
@@ -56,19 +57,18 @@ def _series(c: hc.Changes) -> str:
         rows.append([esc(s.metric), esc(s.title), esc(len(s.points)),
                      esc(len(s.detection.change_points)),
                      esc(hc.value_text(s.metric, latest)) if latest else "–",
-                     esc(s.detection.too_short) or ""])
-    return raw_table(["metric", "configuration", "points", "change points", "latest segment",
-                      "note"], rows, frozenset({2, 3, 4}))
+                     esc(s.detection.too_short or hc.noise_text(s.detection))])
+    return raw_table(["metric", "configuration", "points", "changes", "latest level",
+                      "noise"], rows, frozenset({2, 3, 4}))
 
 
 def _method(c: hc.Changes) -> str:
-    return (f"<p>A point is one sweep; its samples are its per-launch values. ruptures' PELT "
-            f"search proposes where a series' mean shifts; a proposal holds when the per-launch "
-            f"values of the segments on either side differ significantly (Mann-Whitney U at "
-            f"alpha {esc(f'{c.alpha:g}')}; a split whose sample counts cannot reach it does not "
-            f"hold) by at least {esc(f'{c.min_magnitude:g}')}%. A regression among the last "
+    return (f"<p>A point is one sweep. {esc(hc.METHOD)} A change holds at alpha "
+            f"{esc(f'{c.alpha:g}')} when it moves the level by at least "
+            f"{esc(f'{c.min_magnitude:g}')}%. A regression that ends among the last "
             f"{esc(c.last)} points is new and fails <code>history detect</code>. Commits A..B: "
-            "the last commit measured before the change and the first after it.</p>")
+            "the last commit measured before the change and the first at the new level (of a "
+            "gradual change: every commit it took).</p>")
 
 
 def page(c: hc.Changes, figures: Mapping[str, bytes]) -> str:

@@ -11,15 +11,16 @@ records' own, kept by --resume); rows written before sweep ids, by commit, order
 count, a new sweep starting wherever a repeat index comes round again. Rows keep the records'
 warnings (skipped fp16 steps, a diverged loss) and faults (a configuration of its own, drawn as
 its own line); a point carries its rows' warnings as notes. `plot` draws one PNG per metric:
-given change points (history_changes), the segments between them with their means; optionally
-each point that compare would call a regression against the previous point of the same
-configuration.
+given changes (history_changes), the flat stretches between them with their means and the slopes
+of gradual changes; optionally each point that compare would call a regression against the
+previous point of the same configuration.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Iterable
@@ -238,6 +239,34 @@ def sweep_groups(rows: Iterable[dict]) -> list[list[dict]]:
     return list(groups.values())
 
 
+def _finite(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _check_values(rows: list[dict], metric: str, panel: tuple, line: tuple) -> None:
+    """A missing, NaN or infinite value in a point's rows is a UserError naming the series
+    (metric and configuration) and the point (commit, sweep): no trend or change is drawn
+    through a value that is not a number."""
+    for row in rows:
+        if metric == "throughput":
+            fields = ("trial_images_per_sec",)
+        else:
+            fields = ("efficiency_samples",) if row.get("efficiency_samples") else \
+                ("trial_efficiency",)
+        values = [(f, v) for f in fields for v in row.get(f) or ()]
+        if metric == "efficiency" and row.get("efficiency") is not None:
+            values.append(("efficiency", row["efficiency"]))
+        for field, value in values:
+            if not _finite(value):
+                where = (f"commit {row.get('commit') or 'unknown'}"
+                         + (f", sweep {row['sweep_id']}" if row.get("sweep_id") else "")
+                         + f", {row.get('timestamp') or row.get('added_at') or 'no time'}")
+                raise UserError(f"history store: {metric} of {panel_title(panel)} "
+                                f"{line_label(line)} at {where}: {field} holds {value!r}, not a "
+                                "finite number; remove or correct that row")
+
+
 def _samples(rows: list[dict], metric: str) -> stats.Samples:
     """One point's samples: each row is one launch (process)."""
     if metric == "throughput":
@@ -268,6 +297,7 @@ def trends(rows: Iterable[dict], metric: str, threshold: float = 5.0, alpha: flo
                             for members in sweep_groups(members_of_line)), key=lambda x: x[0])
             points: list[Point] = []
             for when, members in items:
+                _check_values(members, metric, panel, line)
                 samples = _samples(members, metric)
                 judged, caveat = None, ""
                 if points:
@@ -314,27 +344,33 @@ def line_label(line: tuple) -> str:
 
 
 def _draw_segments(ax, points: list[Point], detection, scale: float, color, labelled: bool) -> bool:
-    """Each segment's mean as a dashed level over its points, each change point as a triangle
-    between the two points it lies between; True once a change point carries the legend label."""
+    """Each flat stretch's mean as a dashed level over its points; a step as a triangle between
+    the two points it lies between; a gradual change as a dashed slope from the last point at
+    the old level to the first at the new one, its triangle half-way. True once a change
+    carries the legend label."""
     xs = [p.when for p in points]
     for seg in detection.segments:
         ax.hlines(scale * seg.summary.mean, xs[seg.start], xs[seg.stop - 1], colors=[color],
                   linestyles="dashed", linewidth=1.5, alpha=0.8)
     for c in detection.change_points:
-        at = xs[c.index - 1] + (xs[c.index] - xs[c.index - 1]) / 2
-        y = scale * c.after.summary.mean
+        x0, x1 = xs[c.index - 1], xs[c.stop]
+        y0, y1 = scale * c.before.summary.mean, scale * c.after.summary.mean
+        if c.gradual:
+            ax.plot([x0, x1], [y0, y1], color=color, linestyle="dashed", linewidth=1.5,
+                    alpha=0.8)
+        at, y = x0 + (x1 - x0) / 2, (y0 + y1) / 2 if c.gradual else y1
         ax.plot([at], [y], marker="v" if c.change_pct < 0 else "^", markersize=12,
                 color="tab:red" if c.change_pct < 0 else "tab:green", linestyle="none",
-                label=None if labelled else "change point")
-        ax.annotate(f"{c.change_pct:+.0f}%", (at, y), textcoords="offset points",
-                    xytext=(6, 6), fontsize="small")
+                label=None if labelled else "change")
+        ax.annotate(f"{c.change_pct:+.0f}%" + (" gradual" if c.gradual else ""), (at, y),
+                    textcoords="offset points", xytext=(6, 6), fontsize="small")
         labelled = True
     return labelled
 
 
 def plot_metric(tr: dict[tuple, dict[tuple, list[Point]]], metric: str, path: Path,
                 detections: dict | None = None, point_marks: bool = True) -> Path | None:
-    """detections: (panel, line) -> changepoints.Detection, drawn as segments and change points;
+    """detections: (panel, line) -> changepoints.Detection, drawn as stretches and changes;
     point_marks: also mark each point judged a regression against the previous one."""
     import matplotlib
 

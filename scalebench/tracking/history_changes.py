@@ -1,7 +1,8 @@
-"""Change points in a history store: every configuration series of every metric (history.trends,
-the history's own keys) through changepoints.detect, with the commit range of each change and
-whether it is new (among the last K points). `history detect`, `history plot` and history.html
-all read this one result; rendering as text and markdown is separate from finding.
+"""Changes in a history store: every configuration series of every metric (history.trends,
+the history's own keys) through changepoints.detect, with the commit range of each change (a
+step or a gradual change) and whether it is new (it ends among the last K points). `history
+detect`, `history plot` and history.html all read this one result; rendering as text and
+markdown is separate from finding.
 
 Both metrics are higher-is-better: a decrease is a regression, an increase an improvement.
 """
@@ -17,7 +18,13 @@ from scalebench.report.format import interval, num, pct, pct_interval
 from scalebench.spec.errors import UserError
 from scalebench.tracking import changepoints, history
 
-LAST = 5  # a regression among the last LAST points is new: it fails the gate
+LAST = 5  # a regression that ends among the last LAST points is new: it fails the gate
+METHOD = ("A change is a step or a gradual change (a slide over several points) of a series' "
+          "level between two flat stretches. Neighbouring points are not independent: the "
+          "noise is fitted as AR(1) (each point carries part of the one before), and a change "
+          "holds only when the difference of the levels on either side stands out from that "
+          "correlated noise (a t-test with its standard error). A level that wanders within its "
+          "noise is no change. Percentages are against |the level before|.")
 
 
 @dataclass(frozen=True)
@@ -35,20 +42,36 @@ class Change:
 
     @property
     def commit_after(self) -> str:
-        return self.series.points[self.point.index].commit or "unknown"
+        """The first commit at the new level (of a gradual change: where it ends)."""
+        return self.series.points[self.point.stop].commit or "unknown"
 
     @property
     def commit_range(self) -> str:
-        """git's A..B: the commits after the last one measured before, up to the first after."""
+        """git's A..B: the commits after the last one measured before, up to the first at the
+        new level (a gradual change: every commit it took)."""
         return f"{self.commit_before}..{self.commit_after}"
 
     @property
     def when(self) -> str:
+        """When it was first seen: the first point that moved."""
         return self.series.points[self.point.index].when.isoformat()
 
     @property
     def new(self) -> bool:
-        return self.point.index >= len(self.series.points) - self.series.last
+        """It ends among the last K points."""
+        return self.point.stop >= len(self.series.points) - self.series.last
+
+    @property
+    def shape(self) -> str:
+        p = self.point
+        return f"gradual, {p.stop - p.index + 1} points" if p.gradual else "step"
+
+    @property
+    def headline(self) -> str:
+        """"gradual regression of -19.0% over c01..c08" or "regression of -10.0% at c04..c05"."""
+        p = self.point
+        return (f"{'gradual ' if p.gradual else ''}{self.verdict} of {change_text(p)} "
+                f"{'over' if p.gradual else 'at'} {self.commit_range}")
 
 
 @dataclass(frozen=True)
@@ -104,6 +127,19 @@ def check_settings(alpha: float, min_magnitude: float, last: int) -> None:
         raise UserError(f"--last: must be a number of points >= 1, not {last}")
 
 
+def noise_text(d: changepoints.Detection) -> str:
+    """The noise a series' changes were judged against, in words."""
+    n = d.noise
+    if n is None or not d.segments:
+        return ""
+    level = abs(d.segments[0].summary.mean)
+    sd = f"{100 * n.sd / level:.1f}%" if level else f"{n.sd:.3g}"
+    drift = (f"{100 * d.drift / level:+.2f}%" if level else f"{d.drift:+.3g}") if d.drift else ""
+    return (f"noise {sd} a point, neighbour correlation {n.phi:.2f}"
+            + (" (raised to the spread of launches)" if n.floor else "")
+            + (f"; a drift of {drift} a point, taken out" if drift else ""))
+
+
 def series_values(points: Sequence[history.Point]) -> list[tuple[float, ...]]:
     """Per point, its per-launch values (a single launch: its mean over trials)."""
     return [p.samples.process_values for p in points]
@@ -123,7 +159,15 @@ def find(rows: Iterable[dict], metrics: Sequence[str] = compare.METRICS,
             lines = tr[panel]
             for line in sorted(lines, key=lambda k: tuple(str(v) for v in k)):
                 points = tuple(lines[line])
-                detection = changepoints.detect(series_values(points), alpha, min_magnitude)
+                try:
+                    detection = changepoints.detect(series_values(points), alpha, min_magnitude)
+                except changepoints.BadValue as exc:  # history.trends refuses these first
+                    p = points[exc.point]
+                    raise UserError(
+                        f"history store: {metric} of {history.panel_title(panel)} "
+                        f"{history.line_label(line)} at commit {p.commit or 'unknown'}"
+                        + (f", sweep {p.sweep_id}" if p.sweep_id else "")
+                        + f": value {exc.value!r} is not a finite number") from None
                 found.append(SeriesChanges(metric, panel, line, points, detection, last))
     return Changes(tuple(found), metrics, alpha, min_magnitude, last, label)
 
@@ -148,25 +192,35 @@ def test_text(c: Change) -> str:
     return f"{d.test} p={d.p_value:.3g}" if d.p_value is not None else d.test
 
 
+def change_text(p: changepoints.ChangePoint) -> str:
+    """"-19.0% [-23.1, -14.9]": the change and its interval, and how the percentage was taken
+    where the level before is not positive."""
+    low, high = p.ci_pct
+    ci = "" if math.isnan(low) else f" [{low:+.1f}, {high:+.1f}]"
+    return f"{p.change_pct:+.1f}%{ci}" + (f" ({p.basis})" if p.basis else "")
+
+
 def cells(c: Change) -> list[str]:
     p = c.point
     return [c.verdict.upper() if c.verdict == "regression" else c.verdict,
-            "new" if c.new else "old", c.series.metric, c.series.title, c.commit_range,
+            "new" if c.new else "old", c.series.metric, c.series.title, c.commit_range, c.shape,
             f"{value_text(c.series.metric, p.before)} ({p.before.points} pts)",
             f"{value_text(c.series.metric, p.after)} ({p.after.points} pts)",
-            f"{p.change_pct:+.1f}%", test_text(c)]
+            change_text(p), test_text(c)]
 
 
-HEADER = ["verdict", "status", "metric", "configuration", "commits", "before", "after", "change",
-          "test"]
+HEADER = ["verdict", "status", "metric", "configuration", "commits", "shape", "before", "after",
+          "change", "test"]
 
 
 def summary_line(c: Changes) -> str:
     found = c.changes
     regressions = sum(1 for x in found if x.verdict == "regression")
-    counts = (f"{len(c.series)} series, {len(found)} change point{'s' if len(found) != 1 else ''}"
+    gradual = sum(1 for x in found if x.point.gradual)
+    counts = (f"{len(c.series)} series, {len(found)} change{'s' if len(found) != 1 else ''}"
               f" ({regressions} regression{'s' if regressions != 1 else ''}, "
-              f"{len(found) - regressions} improvement{'s' if len(found) - regressions != 1 else ''})"
+              f"{len(found) - regressions} improvement{'s' if len(found) - regressions != 1 else ''}"
+              + (f"; {gradual} gradual" if gradual else "") + ")"
               + (f", {len(c.too_short)} too short" if c.too_short else ""))
     new = len(c.new_regressions)
     outcome = (f"FAILED: {new} new regression{'s' if new != 1 else ''} among the last {c.last} "
@@ -186,9 +240,9 @@ def render_text(c: Changes) -> str:
         if s.detection.too_short:
             lines.append(f"  {s.metric} of {s.title}: {s.detection.too_short}")
         else:
-            lines.append(f"  {s.metric} of {s.title}: {len(s.points)} points, "
-                         f"{len(s.detection.change_points)} change point"
-                         f"{'s' if len(s.detection.change_points) != 1 else ''}")
+            k = len(s.detection.change_points)
+            lines.append(f"  {s.metric} of {s.title}: {len(s.points)} points, {k} change"
+                         f"{'s' if k != 1 else ''} ({noise_text(s.detection)})")
     rows = _table_rows(c)
     if rows:
         rows = [HEADER] + rows
@@ -197,9 +251,8 @@ def render_text(c: Changes) -> str:
                   for r in rows]
     lines.append(summary_line(c))
     for x in c.new_regressions:
-        lines.append(f"  regression: {x.series.metric} of {x.series.title} between commits "
-                     f"{x.commit_range} (first seen {x.when}): {x.point.change_pct:+.1f}% "
-                     f"({test_text(x)})")
+        lines.append(f"  {x.series.metric} of {x.series.title}: {x.headline} (first seen "
+                     f"{x.when}; {test_text(x)})")
     return "\n".join(lines)
 
 
@@ -209,20 +262,18 @@ def _md(text: str) -> str:
 
 def render_markdown(c: Changes) -> str:
     lines = ["## scalebench history detect", "", f"**{_md(summary_line(c))}**", "",
-             f"Store `{_md(c.label)}`. A change point is a shift of a series' mean that PELT "
-             "proposes and that holds: the per-launch values of the segments on either side "
-             f"differ significantly (Mann-Whitney U at alpha {c.alpha:g}; a split whose sample "
-             "counts cannot reach it does not hold) by at least "
-             f"{c.min_magnitude:g}%. *new*: among the last {c.last} points.", ""]
+             f"Store `{_md(c.label)}`. {_md(METHOD)} A change holds at alpha {c.alpha:g} "
+             f"when it moves the level by at least {c.min_magnitude:g}%. *new*: it ends among "
+             f"the last {c.last} points.", ""]
     rows = _table_rows(c)
     if rows:
-        lines += ["| " + " | ".join(HEADER) + " |", "|---|---|---|---|---|---:|---:|---:|---|"]
+        lines += ["| " + " | ".join(HEADER) + " |", "|---|---|---|---|---|---|---:|---:|---:|---|"]
         for x, cells_ in zip(c.changes, rows, strict=True):
             if x.verdict == "regression" and x.new:
                 cells_[0] = f"**{cells_[0]}**"
             lines.append("| " + " | ".join(_md(v) for v in cells_) + " |")
     else:
-        lines.append("No change point in any series.")
+        lines.append("No change in any series.")
     if c.too_short:
         lines += [""] + [f"- {_md(s.metric)} of {_md(s.title)}: {_md(s.detection.too_short)}"
                          for s in c.too_short]
