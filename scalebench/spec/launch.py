@@ -79,6 +79,14 @@ class Job:
     group: GroupPlace | None = None  # where this job ran inside a grouped launch
     run_dir: str | None = None  # the run folder (absolute), set at launch: workers' artifacts
 
+    def __post_init__(self):
+        # Each task's spec names its kind (tasks/<kind>.py), so a mismatch is caught here
+        # without looking up the task registry (which would make this module depend on it).
+        expected = getattr(type(self.task), "kind", None)
+        if expected != self.kind:
+            raise ValueError(f"a {self.kind} job needs the {self.kind} task's spec, not "
+                             f"{type(self.task).__name__} (the spec of {expected})")
+
     def to_json(self) -> str:
         return json.dumps({"run_id": self.run_id, "kind": self.kind,
                            "launch": self.launch.to_dict(),

@@ -18,7 +18,7 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from scalebench.analysis import stats
 from scalebench.frameworks.base import LaunchOutcome
@@ -57,6 +57,7 @@ def busbw_factor(world_size: int) -> float:
 @dataclass(frozen=True)
 class AllreduceSpec:
     """Every size for one framework at one worker count."""
+    kind: ClassVar[str] = KIND  # the task this spec belongs to (Job checks it)
 
     sizes: tuple[int, ...]  # bytes per message
     dtype: str

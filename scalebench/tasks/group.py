@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from scalebench.frameworks.base import LaunchOutcome
 from scalebench.records import atomic
@@ -29,6 +29,7 @@ MEMBER_FILE = "member-{index}.json"
 
 @dataclass(frozen=True)
 class GroupSpec:
+    kind: ClassVar[str] = KIND  # the task this spec belongs to (Job checks it)
     members: tuple[str, ...]  # each member's Job as JSON, in order
     results_dir: str  # where rank 0 leaves each member's result (the group's run folder)
 

@@ -10,7 +10,7 @@ import dataclasses
 import math
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from scalebench import frameworks
 from scalebench.analysis import mfu, stats
@@ -39,6 +39,7 @@ WRAPPER_OVERHEAD_FRAMEWORKS = ("ddp",)
 
 @dataclass(frozen=True)
 class TrainSpec:
+    kind: ClassVar[str] = KIND  # the task this spec belongs to (Job checks it)
     model: str
     batch_size: int  # per worker
     global_batch: int

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from scalebench.analysis import stats
 from scalebench.frameworks.base import LaunchOutcome
@@ -28,6 +28,7 @@ KIND = "tune"
 
 @dataclass(frozen=True)
 class TuneSpec:
+    kind: ClassVar[str] = KIND  # the task this spec belongs to (Job checks it)
     train: TrainSpec  # the step every candidate times (its iters: steps per window)
     candidates: tuple[tuple[str, dict[str, Any]], ...]  # (name, settings) changed in-launch
     rounds: int  # windows per candidate in this launch, interleaved

@@ -26,7 +26,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from scalebench.frameworks.base import LaunchOutcome
 from scalebench.records.schema import LAUNCH_FIELDS, RecordError, check_fields, launch_fields
@@ -42,6 +42,7 @@ MATMUL_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 @dataclass(frozen=True)
 class VetSpec:
+    kind: ClassVar[str] = KIND  # the task this spec belongs to (Job checks it)
     probe: str  # nodes or pairs
     nodes: tuple[str, ...]  # the step's nodes, in the order of their tasks
     together: bool  # False: the tasks take turns (nodes sharing one machine's cores)
