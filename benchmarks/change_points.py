@@ -35,6 +35,8 @@ Detectors: this project's (changepoints.detect on per-launch values); the point-
 jump 5) with the BIC penalty of its documentation, log(n) x sigma^2, sigma from the median
 absolute difference of neighbours (independent noise assumed).
 
+    python benchmarks/change_points.py --smoke   # seconds: 3 families, 2 + 3 histories of 28
+        # points, 2 trials a point (explicit flags still win); it writes no files
     python benchmarks/change_points.py [--seed 1] [--series 100] [--noise-series 200]
         [--length 48] [--launches 1] [--trials 5] [--noise 0.05] [--families iid,ar0.5,...]
         [--tolerance 3] [--penalty 3] [--alpha 0.05] [--min-magnitude 2]
@@ -57,6 +59,9 @@ from scalebench.tracking import changepoints
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference" / "results.jsonl"
 MARGIN = 8  # points on each side of a change
 P2P_THRESHOLD = 5.0
+# --smoke: the fewest series that still run a step, correlated noise and a slide (seconds)
+SMOKE = {"series": 2, "noise_series": 3, "length": 28, "trials": 2,
+         "families": "iid:10,ar0.5,slide3x8"}
 SLIDES = ((1.0, 5), (1.0, 10), (3.0, 5), (3.0, 8), (3.0, 10), (5.0, 5), (5.0, 10))
 FAMILIES = (["iid:5", "iid:10", "iid:20", "ar0.5", "ar0.8", "ar0.9", "wander", "season24",
              "season7", "trend", "outliers"] + [f"slide{r:g}x{n}" for r, n in SLIDES])
@@ -317,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--penalty", type=float, default=changepoints.PENALTY)
     p.add_argument("--alpha", type=float, default=changepoints.ALPHA)
     p.add_argument("--min-magnitude", type=float, default=changepoints.MIN_MAGNITUDE)
+    p.add_argument("--smoke", action="store_true",
+                   help="smallest run (seconds), to check that the script still works")
+    if p.parse_known_args(argv)[0].smoke:
+        p.set_defaults(**SMOKE)
     args = p.parse_args(argv)
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     unknown = [f for f in families if f not in FAMILIES]

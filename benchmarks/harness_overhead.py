@@ -4,6 +4,10 @@ Same model, batch, image size and threads, alternated in one process (A B A B ..
 on a noisy machine hits both. Prints each round and the ratio scalebench / minimal (goal >= 0.98).
 
     python benchmarks/harness_overhead.py [--model resnet101] [--rounds 3] ...
+    python benchmarks/harness_overhead.py --smoke   # seconds: resnet101 at 32 px, batch 2,
+        # 1 thread, warm-up 1, 1 iter x 2 trials, 1 round (explicit flags still win)
+
+It writes no files (the FLOPs count goes to scalebench's cache, as in any run).
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ from scalebench.spec.launch import Job
 from scalebench.tasks import train
 from scalebench.worker import measure
 from scalebench.worker.comm import SingleProcessComm
+
+# --smoke: the smallest measurement that still runs both loops
+SMOKE = {"model": "resnet101", "batch_size": 2, "image_size": 32, "threads": 1, "warmup": 1,
+         "iters": 1, "trials": 2, "rounds": 1}
 
 
 def minimal_loop(model_name: str, batch: int, size: int, warmup: int, steps: int,
@@ -56,7 +64,7 @@ def scalebench_loop(job: Job) -> float:
     return statistics.fmean(trials)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="resnet101", choices=list(workloads.MODELS))
     p.add_argument("--batch-size", type=int, default=4)
@@ -67,7 +75,11 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    a = p.parse_args()
+    p.add_argument("--smoke", action="store_true",
+                   help="smallest run (seconds), to check that the script still works")
+    if p.parse_known_args(argv)[0].smoke:
+        p.set_defaults(**SMOKE)
+    a = p.parse_args(argv)
     workloads.check_input(a.model, a.image_size, a.batch_size)
     # Model code is not Inception's training output here: the minimal loop uses plain CE.
     if workloads.uses_aux_logits(a.model, a.image_size):

@@ -5,6 +5,11 @@ Prints each round and the ratio scalebench / minimal (goal >= 0.98). With --setu
 also times scripts/install_horovod.sh against a cold (empty) and a warm wheel cache.
 
     python benchmarks/horovod_overhead.py [--model resnet101] [--workers 2] [--rounds 3]
+    python benchmarks/horovod_overhead.py --smoke   # under a minute: resnet101 at 32 px, batch
+        # 2/worker, 2 workers, warm-up 1, 1 iter x 2 trials, 1 round (explicit flags still win);
+        # it also runs minimal_horovod_loop.py under horovodrun once
+
+Both runs of each round go to a temporary folder, removed at the end.
 """
 
 from __future__ import annotations
@@ -20,12 +25,15 @@ import time
 from pathlib import Path
 
 from scalebench.frameworks import horovod, process
-from scalebench.frameworks.horovod.install import horovodrun_path
+from scalebench.frameworks.horovod.install import check_installation, horovodrun_path
 from scalebench.hardware import devices
 from scalebench.spec import config
 from scalebench.tasks import train
 
 HERE = Path(__file__).resolve().parent
+# --smoke: the smallest run that still launches both loops under horovodrun at 2 workers
+SMOKE = {"model": "resnet101", "workers": 2, "batch_size": 2, "image_size": 32, "warmup": 1,
+         "iters": 1, "trials": 2, "rounds": 1}
 
 
 def scalebench_run(a, out: Path) -> float:
@@ -64,7 +72,7 @@ def setup_times(venv: str) -> None:
             print(f"install_horovod.sh with a {label}: {time.monotonic() - start:.0f} s")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="resnet101")
     p.add_argument("--workers", type=int, default=2)
@@ -75,8 +83,12 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--setup-times", action="store_true")
-    a = p.parse_args()
-    ok, reason = horovod.check_installation()
+    p.add_argument("--smoke", action="store_true",
+                   help="smallest run (under a minute), to check that the script still works")
+    if p.parse_known_args(argv)[0].smoke:
+        p.set_defaults(**SMOKE)
+    a = p.parse_args(argv)
+    ok, reason = check_installation()
     if not ok:
         raise SystemExit(reason)
     threads = devices.threads_per_worker(devices.resolve("cpu"), a.workers, None)

@@ -3,6 +3,10 @@
 horovodrun -np N -H localhost:N --gloo python benchmarks/minimal_horovod_loop.py OUT.json \
     MODEL IMAGE_SIZE BATCH STEPS WARMUP THREADS
 Rank 0 writes {"images_per_sec": ...} to OUT.json.
+
+It has no --smoke flag of its own: horovod_overhead.py launches it, and
+`python benchmarks/horovod_overhead.py --smoke` runs it once at the smallest sizes
+(tests/test_benchmarks.py does that).
 """
 
 import json

@@ -9,6 +9,10 @@ fit call for Ray (also shown from the Ray driver's process start; the embedded c
 start, once per sweep, is shown apart).
 
     python benchmarks/ray_vs_ddp.py [--model resnet101] [--workers 2] [--rounds 1] ...
+    python benchmarks/ray_vs_ddp.py --smoke [--out DIR]   # under a minute: resnet101 at 32 px,
+        # batch 2, 1 worker x 1 thread, warm-up 1, 1 iter x 2 trials, 1 round, sweeps without
+        # the breakdown and reports, into a temporary folder (removed at the end) unless --out
+        # is given (explicit flags still win)
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import io
 import json
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 from scalebench.analysis import stats
@@ -30,6 +35,11 @@ from scalebench.spec import config
 
 GOAL = 0.97
 FRAMEWORKS = ("ddp", "ray")
+# --smoke: the smallest run that still measures both frameworks (out None: a temporary folder),
+# its sweeps without the breakdown's extra windows and without reports (SMOKE_SWEEP)
+SMOKE = {"model": "resnet101", "workers": 1, "threads_per_worker": 1, "batch_size": 2,
+         "image_size": 32, "warmup": 1, "iters": 1, "trials": 2, "rounds": 1, "out": None}
+SMOKE_SWEEP = {"breakdown": False, "report": False}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -48,7 +58,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=900.0)
     p.add_argument("--ray-address", default=None, help="existing cluster (default: embedded)")
     p.add_argument("--placement", default="PACK", choices=PLACEMENTS)
-    p.add_argument("--out", default="results/ray-vs-ddp")
+    p.add_argument("--out", default="results/ray-vs-ddp",
+                   help="default: results/ray-vs-ddp; with --smoke a temporary folder")
+    p.add_argument("--smoke", action="store_true",
+                   help="smallest run (under a minute), to check that the script still works")
+    if p.parse_known_args(argv)[0].smoke:
+        p.set_defaults(**SMOKE)
     return p.parse_args(argv)
 
 
@@ -60,6 +75,7 @@ def sweep_values(a: argparse.Namespace, order: tuple[str, ...], out: Path) -> di
         "device": a.device, "threads_per_worker": a.threads_per_worker or max(1, cpu_cores() // a.workers),
         "out": str(out), "quiet": True,
         "ray": {"address": a.ray_address, "placement": a.placement},
+        **(SMOKE_SWEEP if getattr(a, "smoke", False) else {}),
     }
 
 
@@ -92,7 +108,14 @@ def mean_or_none(values: list[float]) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    root = Path(a.out)
+    if a.out is None:
+        with tempfile.TemporaryDirectory(prefix="scalebench-ray-vs-ddp-") as tmp:
+            return compare(a, Path(tmp))
+    return compare(a, Path(a.out))
+
+
+def compare(a: argparse.Namespace, root: Path) -> int:
+    """The rounds into root/round-N; prints each round and the figures."""
     trials: dict[str, list[float]] = {f: [] for f in FRAMEWORKS}
     startup: dict[str, list[float]] = {f: [] for f in FRAMEWORKS}
     driver_startup: list[float] = []

@@ -17,6 +17,11 @@ the per-launch overhead at which this workload's per-configuration work would me
 
     python benchmarks/sweep_walltime.py [--workload workloads/default.toml] [--rounds 1]
         [--also-without-breakdown]
+    python benchmarks/sweep_walltime.py --smoke [--out DIR]   # under a minute: the workload
+        # cut to DDP, resnet101 at 32 px, batch 2, 1 worker x 1 thread, warm-up 1, 1 iter x 2
+        # trials, no breakdown, no reports (--frameworks / --models still override it); one
+        # grouped and one isolated sweep into a temporary folder (removed at the end) unless
+        # --out is given
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import io
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +41,11 @@ from scalebench.spec import config
 GOAL_RATIO = 0.65
 GOAL_TIMED_SHARE = 0.50
 MODES = ("grouped", "isolated")
+# --smoke: the workload's values replaced by the smallest sweep that still measures a run
+# (no breakdown windows, no reports)
+SMOKE_VALUES = {"frameworks": ["ddp"], "models": ["resnet101"], "workers": [1], "batch_size": 2,
+                "image_size": 32, "warmup": 1, "iters": 1, "trials": 2, "threads_per_worker": 1,
+                "breakdown": False, "report": False}
 
 
 def _slowest(windows: list | None) -> float:
@@ -126,23 +137,38 @@ def one_sweep(values: dict, mode: str, out: Path) -> Account:
     return result
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workload", default="workloads/default.toml")
     p.add_argument("--frameworks", help="override the workload's frameworks (comma list)")
     p.add_argument("--models", help="override the workload's models (comma list)")
     p.add_argument("--rounds", type=int, default=1, help="pairs of sweeps; order alternates")
-    p.add_argument("--out", default="results/sweep-walltime")
+    p.add_argument("--out", default="results/sweep-walltime",
+                   help="default: results/sweep-walltime; with --smoke a temporary folder")
     p.add_argument("--also-without-breakdown", action="store_true",
                    help="then the same pairs again with --no-breakdown")
-    a = p.parse_args()
+    p.add_argument("--smoke", action="store_true",
+                   help="smallest run (under a minute), to check that the script still works")
+    if p.parse_known_args(argv)[0].smoke:
+        p.set_defaults(out=None)
+    a = p.parse_args(argv)
     values = config.load_workload(a.workload)
+    if a.smoke:
+        values.update(SMOKE_VALUES)
     for key in ("frameworks", "models"):
         if getattr(a, key):
             values[key] = getattr(a, key)
-    compare(values, a.rounds, Path(a.out), "")
+    if a.out is None:
+        with tempfile.TemporaryDirectory(prefix="scalebench-sweep-walltime-") as tmp:
+            both(values, a, Path(tmp))
+    else:
+        both(values, a, Path(a.out))
+
+
+def both(values: dict, a: argparse.Namespace, out: Path) -> None:
+    compare(values, a.rounds, out, "")
     if a.also_without_breakdown:
-        compare({**values, "breakdown": False}, a.rounds, Path(a.out), "no-breakdown")
+        compare({**values, "breakdown": False}, a.rounds, out, "no-breakdown")
 
 
 def compare(values: dict, rounds: int, out: Path, label: str) -> None:

@@ -17,6 +17,14 @@ needs Slurm, munge and root), then inside one allocation of all its nodes runs t
 
 The default probe sizes are those of the tests (tests/test_vet.py: Inception V3 at 75 px,
 batch 2, 2 steps per window, 5 repeats); --vet-args replaces them.
+
+    python benchmarks/vet_accuracy.py --smoke   # about a minute: 3 nodes (the fewest that get
+        # verdicts), 1 vetting with no fault and 1 with sb1 slowed by 50%, no sweep, probes
+        # of ResNet-101 at 32 px, batch 2, 1 step per window, 2 repeats (SMOKE_PROBES); the
+        # other flags still override it (but the sweep stays off)
+
+Everything it writes (the cluster, every vetting's files) is in a temporary folder, removed at
+the end.
 """
 
 from __future__ import annotations
@@ -37,6 +45,11 @@ GOAL_SHARE = 0.10
 TEST_PROBES = ("--model inception_v3 --image-size 75 --batch-size 2 --warmup 1 --iters 2 "
                "--repeats 5 --matmul-size 384 --matmul-iters 10 --allreduce-size 2M "
                "--allreduce-iters 5 --timeout 300")
+# --smoke: the fewest vettings, each with the smallest probes
+SMOKE_PROBES = ("--model resnet101 --image-size 32 --batch-size 2 --warmup 1 --iters 1 "
+                "--repeats 2 --matmul-size 128 --matmul-iters 2 --allreduce-size 64K "
+                "--allreduce-iters 2 --timeout 300")
+SMOKE = {"nodes": 3, "k": 1, "fractions": "0.5", "vet_args": SMOKE_PROBES, "no_sweep": True}
 
 
 def start_cluster(nodes: int) -> Path:
@@ -81,7 +94,7 @@ def vet_once(conf: Path, nodes: int, out: Path, vet_args: list[str], fault: list
     return json.loads((out / "vet.json").read_text()), wall
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--k", type=int, default=5, help="vettings per case")
@@ -90,7 +103,11 @@ def main() -> int:
     parser.add_argument("--vet-args", default=TEST_PROBES, help="flags for `scalebench vet`")
     parser.add_argument("--workload", default=str(REPO / "workloads" / "default.toml"))
     parser.add_argument("--no-sweep", action="store_true", help="skip the sweep for the ratio")
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true",
+                        help="smallest run (about a minute), to check that the script still works")
+    if parser.parse_known_args(argv)[0].smoke:
+        parser.set_defaults(**SMOKE)
+    args = parser.parse_args(argv)
     vet_args = shlex.split(args.vet_args)
     fractions = [float(f) for f in args.fractions.split(",")]
     names = [f"sb{i}" for i in range(1, args.nodes + 1)]

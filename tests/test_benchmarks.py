@@ -1,0 +1,147 @@
+"""Every script in benchmarks/ runs its --smoke mode (smallest sizes, fewest rounds) as a real
+subprocess, as a user would start it, and prints its figures: what nothing else runs cannot rot
+unseen. minimal_horovod_loop.py has no mode of its own: horovod_overhead.py's smoke launches it.
+
+Each test checks a line the script prints only after it measured something (a figure with a
+number in it), and, where the script writes a results folder, the records in it. The scripts
+that start launchers (torchrun, horovodrun, Ray, Slurm) are slow; Horovod, Ray and Slurm are
+skipped, saying why, where they are missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, cli_env, read_records
+from tests.test_horovod import needs_horovod
+
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                               reason="Ray unavailable: not installed")
+SLURM_TOOLS = ("munged", "slurmctld", "slurmd", "salloc")
+
+
+def start(script: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`python benchmarks/SCRIPT --smoke ARGS` from the repository root, this checkout first on
+    the path (an installed scalebench elsewhere must not answer its imports)."""
+    env = cli_env()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return subprocess.run([sys.executable, str(REPO / "benchmarks" / script), "--smoke", *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def smoke(script: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """start(), which must exit 0."""
+    proc = start(script, *args, timeout=timeout)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def figure(pattern: str, text: str) -> list[float]:
+    """The numbers of the one line matching pattern (its groups), which must be there."""
+    match = re.search(pattern, text, re.MULTILINE)
+    assert match, f"no line matching {pattern!r} in:\n{text}"
+    return [float(g) for g in match.groups()]
+
+
+ROUND = r"^round 1: scalebench (\d+\.\d+) images/s, minimal (\d+\.\d+) images/s, ratio (\d+\.\d+)$"
+RATIO = r"^ratio scalebench/minimal: median (\d+\.\d+), of means (\d+\.\d+) \(goal >= 0\.98\)$"
+
+
+def test_change_points_smoke():
+    out = smoke("change_points.py").stdout
+    ok, launches = figure(r"^measured noise \(results\.jsonl: (\d+) ok train records, (\d+) "
+                          r"one-worker launches\)", out)
+    assert ok > 0 and launches >= 2
+    assert "histories: 28 points, 1 launch(es) x 2 trials a point; 2 with a change and 3 " \
+           "without" in out
+    # each family scored by the three detectors: a recall in [0, 1] for each
+    rows = re.findall(r"^(iid:10|ar0\.5|slide3x8)\s+\|\s+(\d\.\d\d)\s.*\|\s+(\d\.\d\d)\s.*"
+                      r"\|\s+(\d\.\d\d)\s", out, re.MULTILINE)
+    assert [r[0] for r in rows] == ["iid:10", "ar0.5", "slide3x8"], out
+    assert all(0.0 <= float(x) <= 1.0 for r in rows for x in r[1:])
+
+def test_harness_overhead_smoke():
+    out = smoke("harness_overhead.py").stdout
+    assert ("resnet101 32px batch 2 on cpu, 1 threads, 2 timed steps per measurement, "
+            "1 rounds") in out
+    ours, theirs, ratio = figure(ROUND, out)
+    assert ours > 0 and theirs > 0 and ratio > 0
+    median, of_means = figure(RATIO, out)
+    assert median == pytest.approx(ratio, abs=1e-4) and of_means > 0
+
+
+@pytest.mark.slow
+@needs_horovod
+def test_horovod_overhead_smoke():
+    """Both loops under horovodrun at 2 workers: scalebench's and minimal_horovod_loop.py."""
+    out = smoke("horovod_overhead.py").stdout
+    assert "resnet101 32px batch 2/worker, 2 workers x 1 threads, 2 timed steps, 1 rounds" in out
+    ours, theirs, ratio = figure(ROUND, out)
+    assert ours > 0 and theirs > 0 and ratio > 0
+    median, _ = figure(RATIO, out)
+    assert median == pytest.approx(ratio, abs=1e-4)  # one round: its own ratio
+
+
+@pytest.mark.slow
+@needs_ray
+def test_ray_vs_ddp_smoke(tmp_path):
+    out = smoke("ray_vs_ddp.py", "--out", str(tmp_path)).stdout
+    ddp, ray = figure(r"^round 1 \(ddp then ray\): ddp (\d+\.\d+) images/s, startup [\d.]+ s; "
+                      r"ray (\d+\.\d+) images/s, startup [\d.]+ s$", out)
+    assert ddp > 0 and ray > 0
+    [ratio] = figure(r"^  Ray / DDP       (\d+\.\d+)", out)
+    assert ratio == pytest.approx(ray / ddp, rel=5e-2)
+    assert "Ray Train vs DDP: resnet101 32 px, 1 workers x 1 thread, batch 2/worker" in out
+    records = read_records(tmp_path / "round-1" / "results.jsonl")
+    assert sorted((r["framework"], r["status"], r["world_size"], r["image_size"], r["trials"])
+                  for r in records if r["kind"] == "train") == [
+        ("ddp", "ok", 1, 32, 2), ("ray", "ok", 1, 32, 2)]
+
+
+@pytest.mark.slow
+def test_sweep_walltime_smoke(tmp_path):
+    out = smoke("sweep_walltime.py", "--out", str(tmp_path)).stdout
+    for mode in ("grouped", "isolated"):
+        [wall, timed] = figure(rf"^round 1 {mode}\s*: 1 of 1 runs ok, wall\s+(\d+\.\d) s, "
+                               r"warm-up \+ timed\s+(\d+\.\d) s", out)
+        assert 0 < timed < wall
+        [r] = [r for r in read_records(tmp_path / f"{mode}-1" / "results.jsonl")
+               if r["kind"] == "train"]
+        # one configuration: a group of one is launched as an isolated run
+        assert (r["framework"], r["model"], r["status"], r["image_size"], r["trials"]) == (
+            "ddp", "resnet101", "ok", 32, 2)
+    [ratio] = figure(r"^default: wall time grouped / isolated (\d+\.\d+) \(goal <= 0\.65\)", out)
+    assert ratio > 0
+    assert "  grouping saved" in out
+
+
+@pytest.mark.slow
+def test_vet_accuracy_smoke():
+    """A private 3-node Slurm cluster, one vetting without a fault and one with sb1 slowed;
+    what it detects is not asserted (the smallest probes on shared cores), only that both
+    vettings ran and were scored."""
+    missing = [t for t in SLURM_TOOLS if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"Slurm is not installed ({', '.join(missing)} missing)")
+    if os.geteuid() != 0:
+        pytest.skip("slurmd needs root to start tasks; run the Slurm tests as root")
+    proc = start("vet_accuracy.py", timeout=900)
+    if proc.returncode != 0 and "Slurm cluster" in proc.stderr:
+        pytest.skip(proc.stderr.strip().splitlines()[-1])
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    out = proc.stdout
+    [verdicts] = figure(r"^no fault #1: cordoned .*; (\d+) verdicts; \d+ s$", out)
+    figure(r"^sb1 slowed 50%: cordoned .* -> (?:detected|missed); (\d+) s$", out)
+    [hits] = figure(r"^detection rate at a 50% slowdown: (\d)/1 = \d+%$", out)
+    assert hits in (0, 1)
+    figure(r"^false-alarm rate: (\d)/1 = \d+%", out)
+    [wall] = figure(r"^vetting wall time \(3 nodes, median of 2\): (\d+) s$", out)
+    assert wall > 0
+    assert "default sweep" not in out  # --smoke never runs the sweep
