@@ -9,6 +9,7 @@ on a noisy machine hits both. Prints each round and the ratio scalebench / minim
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 
@@ -67,6 +68,7 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--json", help="also write the rounds and ratios to this JSON file")
     a = p.parse_args()
     workloads.check_input(a.model, a.image_size, a.batch_size)
     # Model code is not Inception's training output here: the minimal loop uses plain CE.
@@ -88,6 +90,12 @@ def main() -> None:
     ratios = [o / t for o, t in zip(ours, theirs, strict=True)]
     print(f"ratio scalebench/minimal: median {statistics.median(ratios):.4f}, "
           f"of means {statistics.fmean(ours) / statistics.fmean(theirs):.4f} (goal >= 0.98)")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as fh:
+            json.dump({"model": a.model, "image_size": a.image_size, "batch_size": a.batch_size,
+                       "device": a.device, "scalebench_images_per_sec": ours,
+                       "minimal_images_per_sec": theirs, "ratios": ratios,
+                       "median_ratio": statistics.median(ratios)}, fh)
 
 
 if __name__ == "__main__":

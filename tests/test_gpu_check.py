@@ -1,0 +1,121 @@
+"""The GPU check's two scripts on this machine: a bundle made by scripts/gpu-bundle.sh (for this
+Python) installs offline into a fresh private environment that imports scalebench, and
+`gpu-check.sh --device cpu` runs every step end to end under a small budget and writes the
+check's files. Both need the package index once, to make the bundle (pip's cache serves later
+runs); without it they skip, saying so."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+VERSION = f"{sys.version_info[0]}.{sys.version_info[1]}"
+NO_NETWORK = {"https_proxy": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9",
+              "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("bundle")
+    done = subprocess.run(["bash", "scripts/gpu-bundle.sh", str(folder), "--python-version",
+                           VERSION, "--no-ray"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PIP": f"{sys.executable} -m pip"})
+    if done.returncode != 0 and ("Could not find" in done.stderr or "connection" in
+                                 done.stderr.lower() or "resolve" in done.stderr.lower()):
+        pytest.skip(f"the package index is not reachable: {done.stderr.strip()[-300:]}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "MiB" in done.stdout and "Ray: not requested" in done.stdout
+    return folder
+
+
+def check_env(tmp_path: Path) -> dict:
+    return {**os.environ, **NO_NETWORK, "PYTHON": sys.executable,
+            "SCALEBENCH_CHECK_WORK": str(tmp_path / "work"), "PYTHONPATH": str(REPO)}
+
+
+@pytest.mark.slow
+def test_the_bundle_installs_offline_and_scalebench_imports(bundle, tmp_path):
+    wheels = sorted(p.name.split("-")[0].lower() for p in (bundle / "wheels").glob("*.whl"))
+    assert {"ruptures", "nvidia_ml_py", "pip", "setuptools", "psutil"} <= set(wheels)
+    assert (bundle / "horovod-0.28.1.tar.gz").is_file()
+    manifest = (bundle / "manifest.txt").read_text()
+    assert f"python={VERSION}" in manifest
+    done = subprocess.run(["bash", "scripts/gpu-check.sh", str(bundle), "--install-only"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=check_env(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    private = tmp_path / "work" / f"env-py{VERSION}" / "bin" / "python"
+    probe = subprocess.run([str(private), "-c", "import json, pynvml, ruptures, scalebench, torch;"
+                            "print(json.dumps([pynvml.__file__, ruptures.__file__, "
+                            "scalebench.__file__, torch.__file__]))"],
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert probe.returncode == 0, probe.stderr
+    nvml, rupt, ours, torch_file = json.loads(probe.stdout)
+    private_site = str(tmp_path / "work")
+    assert nvml.startswith(private_site)  # not in this machine's environment: from the bundle
+    assert rupt  # from the bundle, or this machine's own where it has the same version
+    assert ours.startswith(str(REPO))
+    assert not torch_file.startswith(private_site)  # the machine's torch, never replaced
+
+
+def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
+    for argv, field in ((["nowhere", str(tmp_path)], "BUNDLE"),
+                        ([str(tmp_path), str(tmp_path)], "BUNDLE")):
+        done = subprocess.run(["bash", "scripts/gpu-check.sh", *argv], cwd=REPO,
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert field in done.stderr
+    (tmp_path / "wheels").mkdir()
+    done = subprocess.run(["bash", "scripts/gpu-check.sh", str(tmp_path), str(tmp_path / "o"),
+                           "--device", "tpu"], cwd=REPO, capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 2 and "--device: cuda or cpu, not 'tpu'" in done.stderr
+    done = subprocess.run(["bash", "scripts/gpu-bundle.sh", str(tmp_path), "--limit-mib", "x"],
+                          cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "--limit-mib" in done.stderr
+
+
+@pytest.mark.slow
+def test_gpu_check_on_the_cpu_runs_every_step_and_writes_the_files(bundle, tmp_path):
+    out = tmp_path / "out"
+    start = time.monotonic()
+    done = subprocess.run(["bash", "scripts/gpu-check.sh", str(bundle), str(out), "--device",
+                           "cpu", "--budget", "100", "--horovod-box", "60"], cwd=REPO,
+                          capture_output=True, text=True, timeout=400,
+                          env={**check_env(tmp_path), "SCALEBENCH_PEAK_SECONDS": "0.1"})
+    seconds = time.monotonic() - start
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    files = sorted(p.name for p in out.iterdir())
+    assert len(files) <= 8 and {"summary.md", "results.jsonl", "env.json", "check.log",
+                                "build.log"} <= set(files), files
+    text = (out / "summary.md").read_text()
+    assert text.startswith("# scalebench GPU check") and "## Steps" in text
+    assert "| environment and topology | ok |" in text
+    assert "| ddp fp32 (TF32 on) and bf16 | ok |" in text, text
+    assert "Ray: not checked" in text and "Horovod: " in text
+    if not Path("/sys/class/powercap").exists():
+        assert "Energy not measured: gpu: a CPU run: no GPU; cpu: no /sys/class/powercap" in text
+    assert "NUMA: " in text and "NICs: " in text
+    # the budget held: every step either ran or was skipped with the reason
+    assert seconds < 100 + 60 + 60, seconds
+    for line in text.splitlines():
+        if line.startswith("| ") and "| skipped |" in line:
+            assert "s left" in line or "not" in line
+    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    train = [r for r in records if r.get("kind") == "train" and r["status"] == "ok"]
+    assert {r["model"] for r in train} == {"resnet101", "inception_v3", "vgg16"}
+    for r in train:  # a CPU sweep's records carry topology and say why energy is not measured
+        topo = r["env"]["topology"]
+        assert topo["numa_nodes"] and "nics" in topo
+        assert r["worker_placement"][0]["cpus"]
+        if r["joules_per_image"] is None:
+            assert r["energy"]["unavailable"]["gpu"] == "a CPU run: no GPU"
+    print(f"gpu-check --device cpu: {seconds:.0f} s")
