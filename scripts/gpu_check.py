@@ -40,7 +40,7 @@ class Sizes:
     harness: tuple[str, int, int]  # model, image size, batch of the harness-overhead benchmark
 
 
-SIZES = {"cuda": Sizes(64, None, 3, 5, 3, ("resnet101", 224, 64)),
+SIZES = {"cuda": Sizes(64, None, 3, 10, 3, ("resnet101", 224, 64)),
          "cpu": Sizes(2, 75, 1, 1, 2, ("resnet101", 64, 2))}
 
 

@@ -197,3 +197,11 @@ def test_row_fields_average_launches_and_old_records_still_read():
     assert old["images_per_joule"] is None
     assert old["energy_measured"] == ("not measured: not recorded (written before scalebench "
                                       "measured energy)")
+
+
+def test_short_gpu_windows_carry_a_note_on_the_counter_resolution():
+    ranks = [{"counters": [{"name": "gpu0", "kind": "gpu"}], "joules": [[150.0], [152.0]],
+              "unavailable": {}}]
+    fields = energy.record_fields(ranks, [[0.5, 0.5]], 64)
+    assert "about 20%" in fields["energy"]["note"]
+    assert "note" not in energy.record_fields(ranks, [[3.0, 3.0]], 64)["energy"]

@@ -25,6 +25,7 @@ SCOPE = ("component energy: GPU boards (NVML total-energy counter) and CPU packa
          "memory, network or cooling)")
 POWERCAP = Path("/sys/class/powercap")
 GPU, CPU = "gpu", "cpu"
+COARSE_WINDOW = 2.0  # seconds: below this, the NVML counter's update period shows (note)
 
 
 @dataclass
@@ -245,6 +246,12 @@ def record_fields(per_rank: Sequence[dict] | None, window_seconds: Sequence[Sequ
     images = images_per_window * windows
     seconds = sum(sum(rank) for rank in window_seconds)
     energy["per_rank_joules"] = per_rank_joules
+    mean_window = seconds / max(1, sum(len(rank) for rank in window_seconds))
+    if GPU in by_kind and mean_window < COARSE_WINDOW:
+        energy["note"] = (f"windows of {mean_window:.2g} s: NVML's energy counter moves every "
+                          f"20-100 ms on recent GPUs, so a window's GPU energy is known to "
+                          f"about {min(100.0, 10.0 / mean_window):.0f}%; longer windows "
+                          "(--iters) read it better")
     return {"joules_per_image": total / images if images else None,
             "mean_watts_per_worker": total / seconds if seconds > 0 else None,
             "energy": energy}
