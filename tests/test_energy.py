@@ -205,3 +205,45 @@ def test_short_gpu_windows_carry_a_note_on_the_counter_resolution():
     fields = energy.record_fields(ranks, [[0.5, 0.5]], 64)
     assert "about 20%" in fields["energy"]["note"]
     assert "note" not in energy.record_fields(ranks, [[3.0, 3.0]], 64)["energy"]
+
+
+def test_summary_csv_and_both_reports_show_images_per_joule_next_to_efficiency(tmp_path):
+    import pandas as pd
+
+    from scalebench import report
+    from tests.conftest import fake_record
+
+    def measured(world: int, joules: float) -> dict:
+        return fake_record(world_size=world, joules_per_image=joules,
+                           mean_watts_per_worker=250.0,
+                           energy={"scope": energy.SCOPE, "components": {"gpu": 1.0},
+                                   "unavailable": {}},
+                           worker_placement=[{"host": "gpu1", "cpus": "0-15",
+                                              "numa_nodes": [0]}] * world)
+
+    report.write_all([measured(1, 2.0), measured(2, 2.5)], [], tmp_path)
+    csv = pd.read_csv(tmp_path / "summary.csv")
+    assert list(csv["images_per_joule"]) == [0.5, 0.4]
+    assert list(csv["energy_measured"]) == ["gpu", "gpu"]
+    md, page = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
+    for text in (md, page):
+        assert "Energy (component energy, not MLPerf Power)" in text
+        assert "images per joule" in text and "watts per worker" in text
+        assert "Worker rank 0 on gpu1: CPUs 0-15, NUMA 0 (2 runs)" in text
+    assert "| ddp | 2 | 0.4 | 2.5 | 250 |" in md
+
+
+def test_old_records_and_a_cpu_machine_say_why_there_is_no_energy(tmp_path):
+    from scalebench import report
+    from tests.conftest import fake_record
+
+    report.write_all([fake_record()], [], tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert ("No run here measured energy: not recorded (written before scalebench measured "
+            "energy).") in md
+    cpu = fake_record(joules_per_image=None, mean_watts_per_worker=None,
+                      energy={"scope": energy.SCOPE, "components": {},
+                              "unavailable": {"gpu": "a CPU run: no GPU"}})
+    report.write_all([cpu], [], tmp_path)
+    assert "No run here measured energy: gpu: a CPU run: no GPU." in \
+        (tmp_path / "report.md").read_text()

@@ -187,3 +187,17 @@ def test_history_notes_a_point_on_another_topology():
     [points] = history.trends(rows, "throughput")[history.panel_key(rows[0])].values()
     assert [bool(p.topology_note) for p in points] == [False, False, True]
     assert "ib0 InfiniBand 400 Gb/s" in points[2].notes[0]
+
+
+def test_the_report_environment_shows_the_topology_in_words(tmp_path):
+    from scalebench import report
+    from tests.conftest import fake_record
+
+    topo = {"gpu_matrix": matrix("dgx-h100"), "numa_nodes": [{"node": 0, "cpus": "0-55"}],
+            "nics": [], "rdma": [{"name": "mlx5_0", "kind": "InfiniBand",
+                                  "rate": "400 Gb/sec (4X NDR)", "state": "ACTIVE"}]}
+    report.write_all([fake_record(env={"topology": topo})], [], tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "GPU interconnect: NV18 between 28 pairs" in md
+    assert "NICs: mlx5_0 InfiniBand 400 Gb/s (4X NDR) (ACTIVE)" in md
+    assert "'links'" not in md  # not the raw dict
