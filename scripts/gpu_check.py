@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -76,18 +77,33 @@ class Check:
         env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH",
                                                                                     "")}
         self.log(f"== {name}: {' '.join(argv)} (timeout {timeout:.0f} s)")
+        # Its own process group: at the deadline it gets Ctrl-C (a sweep then stops its
+        # launches and keeps its records), and whatever is left of the group is killed.
+        child = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
         try:
-            done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True,
-                                  timeout=max(1.0, timeout))
-            code, text = done.returncode, done.stdout + done.stderr
-        except subprocess.TimeoutExpired as exc:
+            text, _ = child.communicate(timeout=max(1.0, timeout))
+            code = child.returncode
+        except subprocess.TimeoutExpired:
+            text = stop(child) + f"\n(stopped at the deadline, after {timeout:.0f} s)"
             code = 124
-            text = ((exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes)
-                    else exc.stdout or "") + f"\n(timed out after {timeout:.0f} s)"
         self.log(text[-20000:])
         if out_file is not None:
             out_file.write_text(text, encoding="utf-8")
         return code, text
+
+
+def stop(child: subprocess.Popen, grace: float = 20.0) -> str:
+    """Ctrl-C to the child's process group, then SIGKILL to what is left after `grace`."""
+    try:
+        os.killpg(child.pid, signal.SIGINT)
+        text, _ = child.communicate(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        text, _ = child.communicate()
+    except ProcessLookupError:
+        text, _ = child.communicate()
+    return text or ""
 
 
 def python() -> str:
@@ -109,7 +125,6 @@ def environment(check: Check) -> StepResult:
     if shutil.which("nvidia-smi"):
         check.run("nvidia-smi", ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,"
                                  "clocks.max.sm,power.limit,compute_cap", "--format=csv"], 30)
-    check.run("frameworks", [python(), "-m", "scalebench", "list"], 60)
     return StepResult("environment and topology", "ok", time.time() - start)
 
 
@@ -418,16 +433,17 @@ def main(argv: list[str] | None = None) -> int:
     horovod = a.horovod_status.read_text().strip() if a.horovod_status and \
         a.horovod_status.is_file() else "not attempted"
     hvd = ("horovod",) if horovod.startswith("built") or horovod.startswith("installed") else ()
-    tf32 = "on" if a.device == "cuda" else "default"
+    on = "on" if a.device == "cuda" else "default"  # a CPU has no TF32: the same steps
+    fp32 = "fp32 (TF32 on)" if a.device == "cuda" else "fp32"
     plan = [("env", None),
-            ("sweep", Sweep("ddp fp32 (TF32 on) and bf16", ("ddp",), ("fp32", "bf16"), tf32)),
-            *([("sweep", Sweep("horovod fp32 (TF32 on) and bf16", hvd, ("fp32", "bf16"), tf32))]
+            ("sweep", Sweep(f"ddp {fp32} and bf16", ("ddp",), ("fp32", "bf16"), on)),
+            *([("sweep", Sweep(f"horovod {fp32} and bf16", hvd, ("fp32", "bf16"), on))]
               if hvd else []),
             ("harness", None),
-            ("sweep", Sweep("ddp fp16", ("ddp",), ("fp16",), tf32)),
+            ("sweep", Sweep("ddp fp16", ("ddp",), ("fp16",), on)),
             ("sweep", Sweep("ddp fp32 TF32 off", ("ddp",), ("fp32",), "off")),
             ("vet", None),
-            *([("sweep", Sweep("horovod fp16", hvd, ("fp16",), tf32)),
+            *([("sweep", Sweep("horovod fp16", hvd, ("fp16",), on)),
                ("sweep", Sweep("horovod fp32 TF32 off", hvd, ("fp32",), "off"))] if hvd else [])]
     for kind, sweep in plan:
         if kind == "env":

@@ -35,7 +35,8 @@ if [[ ${SCALEBENCH_HOROVOD:-} == system ]]; then
   die "SCALEBENCH_HOROVOD=system but 'import horovod.torch' fails in $PY: $(tail -n 3 <<<"$out")"
 fi
 
-installed() {
+installed() {  # in this venv: its own horovodrun beside its python, not one seen through a path
+  [[ -x $VENV/bin/horovodrun ]] || return 1
   "$PY" - "$HVD_VERSION" <<'EOF' 2>/dev/null
 import sys, horovod, horovod.torch
 assert horovod.__version__ == sys.argv[1]

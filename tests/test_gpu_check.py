@@ -84,6 +84,7 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # its budget is wall time: other tests on the same cores would eat it
 def test_gpu_check_on_the_cpu_runs_every_step_and_writes_the_files(bundle, tmp_path):
     out = tmp_path / "out"
     start = time.monotonic()
@@ -99,7 +100,7 @@ def test_gpu_check_on_the_cpu_runs_every_step_and_writes_the_files(bundle, tmp_p
     text = (out / "summary.md").read_text()
     assert text.startswith("# scalebench GPU check") and "## Steps" in text
     assert "| environment and topology | ok |" in text
-    assert "| ddp fp32 (TF32 on) and bf16 | ok |" in text, text
+    assert "| ddp fp32 and bf16 | ok |" in text, text
     assert "Ray: not checked" in text and "Horovod: " in text
     if not Path("/sys/class/powercap").exists():
         assert "Energy not measured: gpu: a CPU run: no GPU; cpu: no /sys/class/powercap" in text
