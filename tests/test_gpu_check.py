@@ -89,7 +89,7 @@ def test_gpu_check_on_the_cpu_runs_every_step_and_writes_the_files(bundle, tmp_p
     out = tmp_path / "out"
     start = time.monotonic()
     done = subprocess.run(["bash", "scripts/gpu-check.sh", str(bundle), str(out), "--device",
-                           "cpu", "--budget", "100", "--horovod-box", "60"], cwd=REPO,
+                           "cpu", "--budget", "90", "--horovod-box", "0"], cwd=REPO,
                           capture_output=True, text=True, timeout=400,
                           env={**check_env(tmp_path), "SCALEBENCH_PEAK_SECONDS": "0.1"})
     seconds = time.monotonic() - start
@@ -101,12 +101,12 @@ def test_gpu_check_on_the_cpu_runs_every_step_and_writes_the_files(bundle, tmp_p
     assert text.startswith("# scalebench GPU check") and "## Steps" in text
     assert "| environment and topology | ok |" in text
     assert "| ddp fp32 and bf16 | ok |" in text, text
-    assert "Ray: not checked" in text and "Horovod: " in text
+    assert "Horovod: not built: --horovod-box 0" in text
     if not Path("/sys/class/powercap").exists():
         assert "Energy not measured: gpu: a CPU run: no GPU; cpu: no /sys/class/powercap" in text
     assert "NUMA: " in text and "NICs: " in text
     # the budget held: every step either ran or was skipped with the reason
-    assert seconds < 100 + 60 + 60, seconds
+    assert seconds < 90 + 30 + 20, seconds  # budget, the offline install, the report
     for line in text.splitlines():
         if line.startswith("| ") and "| skipped |" in line:
             assert "s left" in line or "not" in line
@@ -120,3 +120,58 @@ def test_gpu_check_on_the_cpu_runs_every_step_and_writes_the_files(bundle, tmp_p
         if r["joules_per_image"] is None:
             assert r["energy"]["unavailable"]["gpu"] == "a CPU run: no GPU"
     print(f"gpu-check --device cpu: {seconds:.0f} s")
+
+
+def load_check_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "scripts" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_summary_of_a_gpu_check_reads_alone(tmp_path):
+    """summary.md from the records a one-H100 check would leave (recorded shapes, no GPU)."""
+    from scalebench.hardware import topology
+    from tests.conftest import fake_record
+
+    gc = load_check_script()
+    out, bundle = tmp_path / "out", tmp_path / "bundle"
+    out.mkdir()
+    bundle.mkdir()
+    (bundle / "manifest.txt").write_text("python=3.12\nray=not included: Ray 2.60.0's wheels "
+                                         "are 130 MiB, the folder would be 139 MiB (limit 60)\n")
+    topo = {"gpu_matrix": topology.parse_topo_matrix(
+        (REPO / "tests/data/topology/h100-pcie-single.txt").read_text()),
+        "numa_nodes": [{"node": 0, "cpus": "0-15"}], "nics": [], "rdma": []}
+    env = {"accelerator_model": "NVIDIA H100 80GB HBM3", "hostname": "gpu1", "torch": "2.11.0",
+           "cuda": "13.0", "nccl": "2.27.7", "python": "3.12.3", "topology": topo}
+    (out / "env.json").write_text(json.dumps(env))
+    run = fake_record(model="resnet101", device="cuda", precision="bf16", image_size=224,
+                      tf32="on", math={"cudnn_allow_tf32": True, "matmul_precision": "high"},
+                      mfu=0.31, mfu_datasheet=0.27, peak_flops=8.6e14,
+                      peak_method="GEMM probe", datasheet_peak_flops=9.895e14,
+                      joules_per_image=0.42, mean_watts_per_worker=610.0,
+                      energy={"components": {"gpu": 1.0}})
+    vet_record = {"kind": "vet", "status": "ok", "units": [
+        {"node": "gpu1", "device_index": 0, "device_name": "NVIDIA H100 80GB HBM3",
+         "compute_images_per_sec": [1450.0, 1460.0, 1440.0],
+         "matmul_flops_per_sec": [6.1e14, 6.2e14, 6.0e14]}]}
+    check = gc.Check(out, tmp_path / "work", "cuda", time.time() + 100, out / "check.log")
+    check.steps = [gc.StepResult("environment and topology", "ok", 4.0),
+                   gc.StepResult("horovod fp16", "skipped", 0.0, "about 80 s needed, 12 s left")]
+    text = gc.summary(check, [run, vet_record], time.time() - 300, bundle,
+                      "skipped: the build did not finish within its time box of 144 s")
+    assert text.startswith("# scalebench GPU check: NVIDIA H100 80GB HBM3")
+    assert "| horovod fp16 | skipped | 0 | about 80 s needed, 12 s left |" in text
+    assert "Horovod: skipped: the build did not finish within its time box of 144 s" in text
+    assert "Ray: not checked, not included: Ray 2.60.0's wheels are 130 MiB" in text
+    assert ("| resnet101 | 224 | ddp | bf16 (tf32 on) | TF32 | 10.0 | 31.0% | 27.0% | 0.42 | "
+            "610 |") in text
+    assert "Energy measured (gpu): component energy of the timed windows, not MLPerf Power." in text
+    assert "- bf16 (tf32 on): measured 860.0 TFLOP/s (GEMM probe); datasheet 989.5 TFLOP/s" in text
+    assert "- gpu1 device 0 (NVIDIA H100 80GB HBM3): compute 1.45e+03 images/s (median of 3), " \
+           "GEMM 610 TFLOP/s" in text
+    assert "- GPU interconnect: one GPU" in text
