@@ -56,13 +56,22 @@ mkdir -p "$WORK"
 if [[ $INSTALL_ONLY == 1 ]]; then LOG=$WORK/build.log; else mkdir -p "$OUT" || die "OUT: cannot create $OUT"; OUT=$(cd "$OUT" && pwd); LOG=$OUT/build.log; rm -f "$OUT"/{summary.md,results.jsonl,summary.csv,report.html,env.json,check.log}; fi
 : >"$LOG"
 say() { echo "== $*" | tee -a "$LOG"; }
+# A failure before the measuring steps still leaves a summary.md that says what happened.
+fail() {
+  if [[ -n $OUT ]]; then
+    { echo "# scalebench GPU check: stopped before measuring"; echo
+      echo "$(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname): $*"; echo
+      echo "The last lines of build.log:"; echo; echo '```'; tail -n 25 "$LOG"; echo '```'; } >"$OUT/summary.md"
+  fi
+  echo "gpu-check: $*" >&2; exit 1
+}
 
 # 1. the private environment: its own site-packages first, then the machine's (a .pth file runs
 # site.addsitedir on each of the interpreter's site-packages folders), so the machine's torch is
 # used and never replaced.
 say "offline install of $(ls "$BUNDLE"/wheels/*.whl | wc -l) wheels into $PRIV"
 if [[ ! -x $PRIV/bin/python ]]; then
-  "$PY" -m venv --without-pip "$PRIV" >>"$LOG" 2>&1 || die "python3 -m venv failed (see $LOG)"
+  "$PY" -m venv --without-pip "$PRIV" >>"$LOG" 2>&1 || fail "python3 -m venv failed (see build.log)"
 fi
 SITE=$("$PRIV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 "$PY" - >"$SITE/_scalebench_host.pth" <<'PYEOF'
@@ -75,15 +84,15 @@ PYEOF
 PIPW=("$BUNDLE"/wheels/pip-*.whl)
 if ! "$PRIV/bin/python" -m pip --version >/dev/null 2>&1 || [[ $("$PRIV/bin/python" -c 'import pip, os; print(os.path.dirname(pip.__file__))') != "$SITE"/* ]]; then
   "$PRIV/bin/python" "${PIPW[0]}/pip" install -q --no-index --find-links "$BUNDLE/wheels" pip >>"$LOG" 2>&1 \
-    || die "pip could not be installed from the bundle (see $LOG)"
+    || fail "pip could not be installed from the bundle (see build.log)"
 fi
 export PIP_NO_INDEX=1 PIP_FIND_LINKS=$BUNDLE/wheels PIP_DISABLE_PIP_VERSION_CHECK=1
 EXTRA=()
 [[ -d $BUNDLE/ray ]] && EXTRA=("$BUNDLE"/ray/*.whl)
 "$PRIV/bin/python" -m pip install -q --no-deps "$BUNDLE"/wheels/*.whl "${EXTRA[@]}" >>"$LOG" 2>&1 \
-  || die "offline install failed (see $LOG)"
+  || fail "the offline install failed (see build.log)"
 export PYTHONPATH=$HERE${PYTHONPATH:+:$PYTHONPATH}
-"$PRIV/bin/python" - >>"$LOG" 2>&1 <<'PYEOF' || die "scalebench does not import in the private environment (see $LOG)"
+"$PRIV/bin/python" - >>"$LOG" 2>&1 <<'PYEOF' || fail "scalebench does not import in the private environment (see build.log)"
 import ruptures, scalebench, torch
 print("scalebench", scalebench.__file__, "| ruptures", ruptures.__file__, "| torch",
       torch.__version__, torch.__file__)
