@@ -175,3 +175,15 @@ def test_the_summary_of_a_gpu_check_reads_alone(tmp_path):
     assert "- gpu1 device 0 (NVIDIA H100 80GB HBM3): compute 1.45e+03 images/s (median of 3), " \
            "GEMM 610 TFLOP/s" in text
     assert "- GPU interconnect: one GPU" in text
+
+
+def test_an_install_that_fails_still_leaves_a_summary(tmp_path):
+    bundle = tmp_path / "bundle"
+    (bundle / "wheels").mkdir(parents=True)  # no pip wheel, nothing to install
+    done = subprocess.run(["bash", "scripts/gpu-check.sh", str(bundle), str(tmp_path / "out"),
+                           "--device", "cpu"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=check_env(tmp_path))
+    assert done.returncode == 1, done.stderr
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert summary.startswith("# scalebench GPU check: stopped before measuring")
+    assert "pip could not be installed from the bundle" in summary
