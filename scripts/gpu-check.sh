@@ -112,7 +112,7 @@ else
   hstart=$(date +%s)
   if SCALEBENCH_HOROVOD_SDIST=${SDIST[0]} timeout --kill-after=10 "$BOX" \
       bash "$HERE/scripts/install_horovod.sh" "$PRIV" >>"$LOG" 2>&1; then
-    flags=$("$PRIV/bin/python" -c 'import horovod.torch as h; print(f"nccl={h.nccl_built()} gloo={h.gloo_built()} cuda={h.cuda_built()}")' 2>>"$LOG")
+    flags=$("$PRIV/bin/python" -c 'import horovod.torch as h; print(f"NCCL {bool(h.nccl_built())}, Gloo {bool(h.gloo_built())}, CUDA {bool(h.cuda_built())}")' 2>>"$LOG")
     echo "built (or installed from the cache) in $(( $(date +%s) - hstart )) s: $flags" >"$STATUS"
   else
     code=$?
