@@ -27,12 +27,13 @@ MODELS = ("resnet101", "inception_v3", "vgg16")
 # What one run costs on each device (seconds), before the first sweep measures it: a launch's
 # start-up (torchrun / horovodrun, imports, the peak probe) and one configuration (model build,
 # warm-up, windows; DDP's one-worker run also times its wrapped step).
-COSTS = {"cuda": {"launch": 25.0, "config": 12.0}, "cpu": {"launch": 10.0, "config": 4.0}}
+COSTS = {"cuda": {"launch": 25.0, "config": 12.0}, "cpu": {"launch": 12.0, "config": 10.0}}
 RESERVE = {"cuda": 40.0, "cpu": 15.0}  # kept back for the report and the summary
 
 
 @dataclass(frozen=True)
 class Sizes:
+    models: tuple[str, ...]
     batch: int
     image_size: int | None  # None: each model's native size (224; Inception V3 299 with aux)
     warmup: int
@@ -41,8 +42,10 @@ class Sizes:
     harness: tuple[str, int, int]  # model, image size, batch of the harness-overhead benchmark
 
 
-SIZES = {"cuda": Sizes(64, None, 3, 10, 3, ("resnet101", 224, 64)),
-         "cpu": Sizes(2, 75, 1, 1, 2, ("resnet101", 64, 2))}
+# On a CPU the same steps at a small size, with one model: a 2-core machine takes about 20 s
+# per configuration even at 32 px (Inception V3 cannot go below 75 px).
+SIZES = {"cuda": Sizes(MODELS, 64, None, 3, 10, 3, ("resnet101", 224, 64)),
+         "cpu": Sizes(("resnet101",), 2, 32, 1, 1, 2, ("resnet101", 32, 2))}
 
 
 @dataclass
@@ -135,8 +138,8 @@ class Sweep:
     precisions: tuple[str, ...]
     tf32: str
 
-    def configs(self) -> int:
-        return len(self.frameworks) * len(self.precisions) * len(MODELS)
+    def configs(self, models: int) -> int:
+        return len(self.frameworks) * len(self.precisions) * models
 
     def launches(self) -> int:
         return len(self.frameworks) * len(self.precisions)
@@ -146,7 +149,7 @@ def estimate(check: Check, sweep: Sweep) -> float:
     cost = COSTS[check.device]
     launch = check.per_launch or cost["launch"]
     config = check.per_config or cost["config"]
-    return sweep.launches() * launch + sweep.configs() * config
+    return sweep.launches() * launch + sweep.configs(len(SIZES[check.device].models)) * config
 
 
 def run_sweep(check: Check, sweep: Sweep) -> StepResult:
@@ -158,7 +161,7 @@ def run_sweep(check: Check, sweep: Sweep) -> StepResult:
     folder = check.work / "sweeps" / sweep.name
     shutil.rmtree(folder, ignore_errors=True)
     argv = [python(), "-m", "scalebench", "sweep", "--device", check.device, "--workers", "1",
-            "--models", ",".join(MODELS), "--frameworks", ",".join(sweep.frameworks),
+            "--models", ",".join(sizes.models), "--frameworks", ",".join(sweep.frameworks),
             "--precision", ",".join(sweep.precisions), "--tf32", sweep.tf32,
             "--batch-size", str(sizes.batch), "--warmup", str(sizes.warmup),
             "--iters", str(sizes.iters), "--trials", str(sizes.trials),
@@ -174,9 +177,10 @@ def run_sweep(check: Check, sweep: Sweep) -> StepResult:
     if ok and not check.per_config:  # calibrate the estimates on what this machine did
         launch = COSTS[check.device]["launch"]
         check.per_launch = launch
-        check.per_config = max(1.0, (seconds - sweep.launches() * launch) / sweep.configs())
+        check.per_config = max(1.0, (seconds - sweep.launches() * launch)
+                               / sweep.configs(len(sizes.models)))
     bad = [r for r in records if r.get("status") != "ok"]
-    note = f"{ok} of {sweep.configs()} runs ok" + (
+    note = f"{ok} of {sweep.configs(len(sizes.models))} runs ok" + (
         "; " + "; ".join(f"{r.get('model')} {r.get('framework')} {r.get('precision')}: "
                          f"{r.get('status')} ({str(r.get('error'))[:160]})" for r in bad[:4])
         if bad else "")
@@ -396,7 +400,11 @@ def summary(check: Check, records: list[dict], started: float, bundle: Path | No
     lines += ["", f"Horovod: {horovod}", "",
               f"Ray: not checked, {manifest.get('ray', 'the bundle holds no Ray')}." if not
               env.get("ray") else f"Ray: {env.get('ray')} (installed; not in this check's steps).",
-              "", "## Results (one worker, batch as set, every framework the same step)", "",
+              "", "## Results (one worker, every framework the same step)", "",
+              *([f"On a CPU: {', '.join(SIZES['cpu'].models)} only, at "
+                 f"{SIZES['cpu'].image_size} px, batch {SIZES['cpu'].batch} (a GPU check runs "
+                 f"{', '.join(MODELS)} at their native sizes, batch 64).", ""]
+                if check.device == "cpu" else []),
               *results_table(records), energy_line(records), "", "Peaks (MFU's denominator):", "",
               *(peaks(records) or ["- none measured"]), ""]
     vets = vet_lines(records)

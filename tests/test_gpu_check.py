@@ -112,7 +112,7 @@ def test_gpu_check_on_the_cpu_runs_every_step_and_writes_the_files(bundle, tmp_p
             assert "s left" in line or "not" in line
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     train = [r for r in records if r.get("kind") == "train" and r["status"] == "ok"]
-    assert {r["model"] for r in train} == {"resnet101", "inception_v3", "vgg16"}
+    assert {r["model"] for r in train} == {"resnet101"}  # one model on a CPU
     for r in train:  # a CPU sweep's records carry topology and say why energy is not measured
         topo = r["env"]["topology"]
         assert topo["numa_nodes"] and "nics" in topo
