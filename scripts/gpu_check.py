@@ -352,8 +352,8 @@ def peaks(records: list[dict]) -> list[str]:
         if r.get("kind") == "train" and r.get("peak_flops"):
             seen[(r["precision"], r.get("tf32"))] = (
                 f"- {r['precision']} (tf32 {r.get('tf32')}): measured "
-                f"{r['peak_flops'] / 1e12:.1f} TFLOP/s ({r.get('peak_method')})"
-                + (f"; datasheet {r['datasheet_peak_flops'] / 1e12:.1f} TFLOP/s"
+                f"{r['peak_flops'] / 1e12:.4g} TFLOP/s ({r.get('peak_method')})"
+                + (f"; datasheet {r['datasheet_peak_flops'] / 1e12:.4g} TFLOP/s"
                    if r.get("datasheet_peak_flops") else ""))
     return list(seen.values())
 

@@ -171,7 +171,7 @@ def test_the_summary_of_a_gpu_check_reads_alone(tmp_path):
     assert ("| resnet101 | 224 | ddp | bf16 (tf32 on) | TF32 | 10.0 | 31.0% | 27.0% | 0.42 | "
             "610 |") in text
     assert "Energy measured (gpu): component energy of the timed windows, not MLPerf Power." in text
-    assert "- bf16 (tf32 on): measured 860.0 TFLOP/s (GEMM probe); datasheet 989.5 TFLOP/s" in text
+    assert "- bf16 (tf32 on): measured 860 TFLOP/s (GEMM probe); datasheet 989.5 TFLOP/s" in text
     assert "- gpu1 device 0 (NVIDIA H100 80GB HBM3): compute 1.45e+03 images/s (median of 3), " \
            "GEMM 610 TFLOP/s" in text
     assert "- GPU interconnect: one GPU" in text
