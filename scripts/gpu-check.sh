@@ -39,6 +39,9 @@ while [[ $# -gt 0 ]]; do
     *) die "$1: unknown option; allowed: --device, --budget, --horovod-box" ;;
   esac
 done
+if [[ $DEVICE == cuda && $INSTALL_ONLY == 0 ]] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  die "--device cuda: nvidia-smi lists no GPU on this machine; --device cpu runs the same steps on the CPU"
+fi
 # The whole check: 360 s on a GPU; the CPU check uses small sizes and 150 s.
 BUDGET=${BUDGET:-$([[ $DEVICE == cuda ]] && echo 360 || echo 150)}
 BOX=${BOX:-$(( BUDGET * 2 / 5 ))}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -78,6 +79,10 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
                            "--device", "tpu"], cwd=REPO, capture_output=True, text=True,
                           timeout=30)
     assert done.returncode == 2 and "--device: cuda or cpu, not 'tpu'" in done.stderr
+    if shutil.which("nvidia-smi") is None:
+        done = subprocess.run(["bash", "scripts/gpu-check.sh", str(tmp_path), str(tmp_path / "o")],
+                              cwd=REPO, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2 and "--device cuda: nvidia-smi lists no GPU" in done.stderr
     done = subprocess.run(["bash", "scripts/gpu-bundle.sh", str(tmp_path), "--limit-mib", "x"],
                           cwd=REPO, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and "--limit-mib" in done.stderr
