@@ -27,7 +27,7 @@ MODELS = ("resnet101", "inception_v3", "vgg16")
 # What one run costs on each device (seconds), before the first sweep measures it: a launch's
 # start-up (torchrun / horovodrun, imports, the peak probe) and one configuration (model build,
 # warm-up, windows; DDP's one-worker run also times its wrapped step).
-COSTS = {"cuda": {"launch": 25.0, "config": 12.0}, "cpu": {"launch": 12.0, "config": 10.0}}
+COSTS = {"cuda": {"launch": 25.0, "config": 12.0}, "cpu": {"launch": 8.0, "config": 6.0}}
 RESERVE = {"cuda": 40.0, "cpu": 15.0}  # kept back for the report and the summary
 
 

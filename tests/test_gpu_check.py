@@ -111,7 +111,7 @@ def test_gpu_check_on_the_cpu_runs_every_step_and_writes_the_files(bundle, tmp_p
         assert "Energy not measured: gpu: a CPU run: no GPU; cpu: no /sys/class/powercap" in text
     assert "NUMA: " in text and "NICs: " in text
     # the budget held: every step either ran or was skipped with the reason
-    assert seconds < 90 + 30 + 20, seconds  # budget, the offline install, the report
+    assert seconds < 90 + 30, seconds  # the budget, the report past its deadline
     for line in text.splitlines():
         if line.startswith("| ") and "| skipped |" in line:
             assert "s left" in line or "not" in line
