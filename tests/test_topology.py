@@ -201,3 +201,26 @@ def test_the_report_environment_shows_the_topology_in_words(tmp_path):
     assert "GPU interconnect: NV18 between 28 pairs" in md
     assert "NICs: mlx5_0 InfiniBand 400 Gb/s (4X NDR) (ACTIVE)" in md
     assert "'links'" not in md  # not the raw dict
+
+
+def test_history_detect_notes_a_change_across_which_the_topology_changed():
+    from scalebench.tracking import history_changes
+
+    one = {"numa_nodes": [{"node": 0, "cpus": "0-1"}], "nics": []}
+    two = {**one, "nics": [{"name": "ib0", "kind": "InfiniBand", "rate": "400 Gb/sec"}]}
+    rows = []
+    for day in range(1, 11):
+        level, topo = (10.0, one) if day <= 5 else (7.0, two)
+        rows.append({"history_version": 1, "status": "ok", "framework": "ddp",
+                     "model": "resnet101", "world_size": 1, "nodes": 1, "batch_size": 4,
+                     "global_batch": 4, "image_size": 64, "precision": "fp32", "device": "cpu",
+                     "scaling": "weak", "data": "synthetic", "step_options": "{}",
+                     "timestamp": f"2026-12-{day:02d}T10:00:00+0000", "commit": f"c{day}",
+                     "sweep_id": f"s{day}",
+                     "trial_images_per_sec": [level * (1 + d) for d in (0.0, 0.01, -0.01)],
+                     "env": {"topology": topo}})
+    changes = history_changes.find(rows, metrics=("throughput",))
+    [change] = changes.changes
+    assert "ib0 InfiniBand 400 Gb/s" in change.topology_note
+    assert "note: throughput of" in history_changes.render_text(changes)
+    assert change.topology_note in history_changes.render_markdown(changes)
