@@ -13,6 +13,7 @@ It writes no files (the FLOPs count goes to scalebench's cache, as in any run).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--json", help="also write the rounds and ratios to this JSON file")
     p.add_argument("--smoke", action="store_true",
                    help="smallest run (seconds), to check that the script still works")
     if p.parse_known_args(argv)[0].smoke:
@@ -100,6 +102,12 @@ def main(argv: list[str] | None = None) -> None:
     ratios = [o / t for o, t in zip(ours, theirs, strict=True)]
     print(f"ratio scalebench/minimal: median {statistics.median(ratios):.4f}, "
           f"of means {statistics.fmean(ours) / statistics.fmean(theirs):.4f} (goal >= 0.98)")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as fh:
+            json.dump({"model": a.model, "image_size": a.image_size, "batch_size": a.batch_size,
+                       "device": a.device, "scalebench_images_per_sec": ours,
+                       "minimal_images_per_sec": theirs, "ratios": ratios,
+                       "median_ratio": statistics.median(ratios)}, fh)
 
 
 if __name__ == "__main__":

@@ -1,41 +1,136 @@
 #!/usr/bin/env bash
-# One prepared check on a machine with one CUDA GPU (under 8 minutes): environment, framework
-# availability, Horovod's NCCL build, one worker of each model under each framework at native
-# size in fp32 and bf16 (warm-up 5, 3 trials), and the harness-overhead benchmark on the GPU.
-# Everything lands in one folder. Usage: scripts/gpu-check.sh [OUT_DIR] (default results/gpu-check)
-# PYTHON picks the interpreter (default: python3); the environment must already hold scalebench,
-# torch, and optionally horovod and ray.
+# The first check of scalebench on a GPU machine without network, in about 6 minutes:
+#
+#   scripts/gpu-check.sh BUNDLE OUT [--device cuda|cpu] [--budget SECONDS] [--horovod-box SECONDS]
+#   scripts/gpu-check.sh BUNDLE --install-only
+#
+# BUNDLE is what scripts/gpu-bundle.sh prepared (where the package index is reachable). With
+# nothing but python3 and the bundle, this
+#   1. installs the bundle's wheels offline (pip --no-index) into a private environment that sees
+#      the machine's own packages (torch, torchvision, numpy, ...) but never changes them;
+#   2. builds Horovod 0.28.1 from the bundle's source with NCCL for the GPU's compute capability
+#      (scripts/install_horovod.sh; a built wheel is cached and reused) within a time box: if the
+#      box runs out or the build fails, Horovod's steps are skipped and the summary says why;
+#   3. runs scripts/gpu_check.py under the rest of the budget: environment and topology; every
+#      model at its native size, batch 64, one worker, under DDP and Horovod in fp32 with TF32 on
+#      and off, bf16 and fp16; MFU; harness vs a bare PyTorch loop; energy; vetting's per-GPU
+#      probes; in order of value, skipping (and naming) what no longer fits.
+# OUT receives at most 7 files: summary.md (read it first), results.jsonl, summary.csv,
+# report.html, env.json, check.log, build.log. --device cpu runs the same steps on this
+# machine's CPU (gloo, small sizes). PYTHON picks the interpreter (default python3);
+# SCALEBENCH_CHECK_WORK the private environment and run folders (default
+# ${TMPDIR:-/tmp}/scalebench-gpu-check); SCALEBENCH_CACHE where the built Horovod is cached.
 set -uo pipefail
-OUT=${1:-results/gpu-check}
+
+die() { echo "gpu-check: $*" >&2; exit 2; }
+usage() { die "usage: $0 BUNDLE OUT [--device cuda|cpu] [--budget SECONDS] [--horovod-box SECONDS] | $0 BUNDLE --install-only"; }
+[[ $# -ge 2 ]] || usage
+BUNDLE=$1; shift
+[[ -d $BUNDLE/wheels ]] || die "BUNDLE: $BUNDLE holds no wheels/ folder; make one with scripts/gpu-bundle.sh"
+BUNDLE=$(cd "$BUNDLE" && pwd)
+INSTALL_ONLY=0 OUT=
+if [[ $1 == --install-only ]]; then INSTALL_ONLY=1; shift; else OUT=$1; shift; fi
+DEVICE=cuda BUDGET= BOX=
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --device) [[ ${2:-} == cuda || ${2:-} == cpu ]] || die "--device: cuda or cpu, not '${2:-}'"; DEVICE=$2; shift 2 ;;
+    --budget) [[ ${2:-} =~ ^[0-9]+$ && ${2:-0} -ge 30 ]] || die "--budget: whole seconds >= 30, not '${2:-}'"; BUDGET=$2; shift 2 ;;
+    --horovod-box) [[ ${2:-} =~ ^[0-9]+$ ]] || die "--horovod-box: whole seconds (0: no build), not '${2:-}'"; BOX=$2; shift 2 ;;
+    *) die "$1: unknown option; allowed: --device, --budget, --horovod-box" ;;
+  esac
+done
+if [[ $DEVICE == cuda && $INSTALL_ONLY == 0 ]] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  die "--device cuda: nvidia-smi lists no GPU on this machine; --device cpu runs the same steps on the CPU"
+fi
+# The whole check: 360 s on a GPU; the CPU check uses small sizes and 150 s.
+BUDGET=${BUDGET:-$([[ $DEVICE == cuda ]] && echo 360 || echo 150)}
+BOX=${BOX:-$(( BUDGET * 2 / 5 ))}
+START=$(date +%s)
+DEADLINE=$(( START + BUDGET ))
+HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
-mkdir -p "$OUT"
-log() { echo "== $*" | tee -a "$OUT/check.log"; }
-start=$(date +%s)
+command -v "$PY" >/dev/null || die "PYTHON: no interpreter '$PY'"
+VER=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")') || die "PYTHON: '$PY' does not run"
+WANT=$(sed -n 's/^python=//p' "$BUNDLE/manifest.txt" 2>/dev/null)
+[[ -z $WANT || $WANT == "$VER" ]] || die "BUNDLE: made for Python $WANT, this machine's $PY is $VER; run scripts/gpu-bundle.sh DIR --python-version $VER"
+WORK=${SCALEBENCH_CHECK_WORK:-${TMPDIR:-/tmp}/scalebench-gpu-check}
+PRIV=$WORK/env-py$VER
+mkdir -p "$WORK"
+if [[ $INSTALL_ONLY == 1 ]]; then LOG=$WORK/build.log; else mkdir -p "$OUT" || die "OUT: cannot create $OUT"; OUT=$(cd "$OUT" && pwd); LOG=$OUT/build.log; rm -f "$OUT"/{summary.md,results.jsonl,summary.csv,report.html,env.json,check.log}; fi
+: >"$LOG"
+say() { echo "== $*" | tee -a "$LOG"; }
+# A failure before the measuring steps still leaves a summary.md that says what happened.
+fail() {
+  if [[ -n $OUT ]]; then
+    { echo "# scalebench GPU check: stopped before measuring"; echo
+      echo "$(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname): $*"; echo
+      echo "The last lines of build.log:"; echo; echo '```'; tail -n 25 "$LOG"; echo '```'; } >"$OUT/summary.md"
+  fi
+  echo "gpu-check: $*" >&2; exit 1
+}
 
-log "environment"
-$PY -m scalebench env --device cuda > "$OUT/env.json" 2>> "$OUT/check.log"
-cat "$OUT/env.json"
-log "frameworks"
-$PY -m scalebench list 2>&1 | tee "$OUT/list.txt"
-log "horovod build"
-$PY - <<'PY' 2>&1 | tee "$OUT/horovod-build.txt"
-try:
-    import horovod.torch as hvd
-    print({"nccl": hvd.nccl_built(), "gloo": hvd.gloo_built(), "cuda": hvd.cuda_built()})
-except Exception as exc:  # noqa: BLE001 - a missing Horovod is a finding, not a crash
-    print(f"horovod unavailable: {type(exc).__name__}: {exc}")
-PY
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv \
-    > "$OUT/nvidia-smi.csv" 2>&1
+# 1. the private environment: its own site-packages first, then the machine's (a .pth file runs
+# site.addsitedir on each of the interpreter's site-packages folders), so the machine's torch is
+# used and never replaced.
+say "offline install of $(ls "$BUNDLE"/wheels/*.whl | wc -l) wheels into $PRIV"
+if [[ ! -x $PRIV/bin/python ]]; then
+  "$PY" -m venv --without-pip "$PRIV" >>"$LOG" 2>&1 || fail "python3 -m venv failed (see build.log)"
+fi
+SITE=$("$PRIV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+"$PY" - >"$SITE/_scalebench_host.pth" <<'PYEOF'
+import os, site, sys
+dirs = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)]
+user = site.getusersitepackages()
+dirs += [user] if isinstance(user, str) and os.path.isdir(user) and user not in dirs else []
+print("import site; " + "; ".join(f"site.addsitedir({d!r})" for d in dict.fromkeys(dirs)))
+PYEOF
+PIPW=("$BUNDLE"/wheels/pip-*.whl)
+if ! "$PRIV/bin/python" -m pip --version >/dev/null 2>&1 || [[ $("$PRIV/bin/python" -c 'import pip, os; print(os.path.dirname(pip.__file__))') != "$SITE"/* ]]; then
+  "$PRIV/bin/python" "${PIPW[0]}/pip" install -q --no-index --find-links "$BUNDLE/wheels" pip >>"$LOG" 2>&1 \
+    || fail "pip could not be installed from the bundle (see build.log)"
+fi
+export PIP_NO_INDEX=1 PIP_FIND_LINKS=$BUNDLE/wheels PIP_DISABLE_PIP_VERSION_CHECK=1
+EXTRA=()
+[[ -d $BUNDLE/ray ]] && EXTRA=("$BUNDLE"/ray/*.whl)
+"$PRIV/bin/python" -m pip install -q --no-deps "$BUNDLE"/wheels/*.whl "${EXTRA[@]}" >>"$LOG" 2>&1 \
+  || fail "the offline install failed (see build.log)"
+export PYTHONPATH=$HERE${PYTHONPATH:+:$PYTHONPATH}
+"$PRIV/bin/python" - >>"$LOG" 2>&1 <<'PYEOF' || fail "scalebench does not import in the private environment (see build.log)"
+import ruptures, scalebench, torch
+print("scalebench", scalebench.__file__, "| ruptures", ruptures.__file__, "| torch",
+      torch.__version__, torch.__file__)
+PYEOF
+tail -n 1 "$LOG"
+if [[ $INSTALL_ONLY == 1 ]]; then echo "gpu-check: installed into $PRIV in $(( $(date +%s) - START )) s"; exit 0; fi
 
-log "one worker, native sizes, fp32 and bf16, every framework"
-timeout 400 $PY -m scalebench sweep --device cuda --workers 1 \
-    --models resnet101,inception_v3,vgg16 --frameworks ddp,horovod,ray \
-    --precision fp32,bf16 --batch-size 64 --warmup 5 --iters 5 --trials 3 --timeout 90 \
-    --quiet --out "$OUT/sweep" 2>&1 | tee "$OUT/sweep.log"
+# 2. Horovod, built with NCCL for this GPU (cached: a second check installs it in seconds).
+STATUS=$WORK/horovod-status.txt
+SDIST=("$BUNDLE"/horovod-*.tar.gz)
+if [[ $BOX -eq 0 ]]; then
+  echo "not built: --horovod-box 0" >"$STATUS"
+elif [[ ! -f ${SDIST[0]} ]]; then
+  echo "not built: the bundle holds no Horovod source" >"$STATUS"
+else
+  say "Horovod: build or cached install, time box ${BOX} s"
+  hstart=$(date +%s)
+  if SCALEBENCH_HOROVOD_SDIST=${SDIST[0]} timeout --kill-after=10 "$BOX" \
+      bash "$HERE/scripts/install_horovod.sh" "$PRIV" >>"$LOG" 2>&1; then
+    flags=$("$PRIV/bin/python" -c 'import horovod.torch as h; print(f"NCCL {bool(h.nccl_built())}, Gloo {bool(h.gloo_built())}, CUDA {bool(h.cuda_built())}")' 2>>"$LOG")
+    echo "built (or installed from the cache) in $(( $(date +%s) - hstart )) s: $flags" >"$STATUS"
+  else
+    code=$?
+    if [[ $code -eq 124 || $code -eq 137 ]]; then
+      echo "skipped: the build did not finish within its time box of ${BOX} s (log: build.log)" >"$STATUS"
+    else
+      echo "skipped: the build failed (exit $code): $(grep -m1 -E '^horovod:' "$LOG" | cut -c1-300) (log: build.log)" >"$STATUS"
+    fi
+  fi
+fi
+say "Horovod: $(cat "$STATUS")"
 
-log "harness overhead on the GPU"
-timeout 60 $PY benchmarks/harness_overhead.py --device cuda --model resnet101 --image-size 224 \
-    --batch-size 64 --warmup 5 --iters 5 --trials 3 --rounds 2 2>&1 | tee "$OUT/overhead.txt"
-
-log "done in $(( $(date +%s) - start )) s; everything is in $OUT"
+# 3. the measuring steps under what is left of the budget
+"$PRIV/bin/python" "$HERE/scripts/gpu_check.py" --out "$OUT" --work "$WORK" --device "$DEVICE" \
+  --deadline "$DEADLINE" --horovod-status "$STATUS" --bundle "$BUNDLE"
+code=$?
+echo "gpu-check: done in $(( $(date +%s) - START )) s (budget $BUDGET s); read $OUT/summary.md"
+exit $code

@@ -9,6 +9,11 @@
 # SCALEBENCH_HOROVOD=system  only check that the venv's own horovod.torch imports.
 # SCALEBENCH_CACHE           cache root (default ~/.cache/scalebench); wheels and
 #                            build logs go to $SCALEBENCH_CACHE/wheels/.
+# SCALEBENCH_HOROVOD_SDIST   a local horovod-0.28.1.tar.gz instead of PyPI's (offline builds;
+#                            with PIP_NO_INDEX=1 PIP_FIND_LINKS=DIR pip finds the rest in DIR).
+# SCALEBENCH_HOROVOD_FLAVOUR cpu or cuda (default: cuda where nvidia-smi lists a GPU).
+# SCALEBENCH_CUDA_CC         compute capabilities to build for, e.g. 90 or 80,90 (default:
+#                            the GPUs' own, from nvidia-smi).
 set -euo pipefail
 
 HVD_VERSION=0.28.1
@@ -30,7 +35,8 @@ if [[ ${SCALEBENCH_HOROVOD:-} == system ]]; then
   die "SCALEBENCH_HOROVOD=system but 'import horovod.torch' fails in $PY: $(tail -n 3 <<<"$out")"
 fi
 
-installed() {
+installed() {  # in this venv: its own horovodrun beside its python, not one seen through a path
+  [[ -x $VENV/bin/horovodrun ]] || return 1
   "$PY" - "$HVD_VERSION" <<'EOF' 2>/dev/null
 import sys, horovod, horovod.torch
 assert horovod.__version__ == sys.argv[1]
@@ -50,7 +56,14 @@ PATCH_HASH=$(printf '%s\n' "$PATCH" | sha256sum | cut -c1-8)
 TORCH_VERSION=$("$PY" -c 'import torch; print(torch.__version__)') || die "torch does not import in $PY"
 FLAVOUR=cpu
 if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then FLAVOUR=cuda; fi
-KEY="horovod-$HVD_VERSION-torch$(tr -c 'A-Za-z0-9.\n' _ <<<"$TORCH_VERSION")-p$PATCH_HASH-$FLAVOUR"
+FLAVOUR=${SCALEBENCH_HOROVOD_FLAVOUR:-$FLAVOUR}
+[[ $FLAVOUR == cpu || $FLAVOUR == cuda ]] || { echo "SCALEBENCH_HOROVOD_FLAVOUR: cpu or cuda, not $FLAVOUR" >&2; exit 2; }
+CC_LIST=
+if [[ $FLAVOUR == cuda ]]; then
+  CC_LIST=${SCALEBENCH_CUDA_CC:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d . | sort -u | paste -sd,)}
+  [[ $CC_LIST =~ ^[0-9]+(,[0-9]+)*$ ]] || die "no compute capability (nvidia-smi gave '$CC_LIST'); set SCALEBENCH_CUDA_CC, e.g. 90"
+fi
+KEY="horovod-$HVD_VERSION-torch$(tr -c 'A-Za-z0-9.\n' _ <<<"$TORCH_VERSION")-p$PATCH_HASH-$FLAVOUR${CC_LIST:+-cc${CC_LIST//,/_}}"
 WHEELS=${SCALEBENCH_CACHE:-$HOME/.cache/scalebench}/wheels
 CACHE_DIR=$WHEELS/$KEY
 LOG=$WHEELS/$KEY.build.log
@@ -68,6 +81,9 @@ verify() {
   out=$("$VENV/bin/horovodrun" --check-build 2>&1) || die "horovodrun --check-build failed: $out"
   if ! grep -q '\[X\] PyTorch' <<<"$out" || ! grep -q '\[X\] Gloo' <<<"$out"; then
     die "build lacks PyTorch/Gloo support: $out"
+  fi
+  if [[ $FLAVOUR == cuda ]] && ! grep -q '\[X\] NCCL' <<<"$out"; then
+    die "a CUDA build without NCCL operations: $out"
   fi
 }
 
@@ -93,8 +109,12 @@ BUILD_DEPS=(setuptools wheel "${RUNTIME_DEPS[@]}")
 cmake --version >/dev/null 2>&1 || BUILD_DEPS+=(cmake)
 pip_install "${BUILD_DEPS[@]}"
 
-"$PY" -m pip download --disable-pip-version-check --no-deps --no-binary :all: \
-  "horovod==$HVD_VERSION" -d "$TMP" >>"$LOG" 2>&1 || fail "pip download failed"
+if [[ -n ${SCALEBENCH_HOROVOD_SDIST:-} ]]; then
+  cp "$SCALEBENCH_HOROVOD_SDIST" "$TMP/horovod-$HVD_VERSION.tar.gz" || fail "no sdist at $SCALEBENCH_HOROVOD_SDIST"
+else
+  "$PY" -m pip download --disable-pip-version-check --no-deps --no-binary :all: \
+    "horovod==$HVD_VERSION" -d "$TMP" >>"$LOG" 2>&1 || fail "pip download failed"
+fi
 tar -xzf "$TMP/horovod-$HVD_VERSION.tar.gz" -C "$TMP"
 SRC=$TMP/horovod-$HVD_VERSION
 while IFS=$'\t' read -r file expr; do
@@ -110,16 +130,28 @@ export MAKEFLAGS HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WIT
 # CUDA_HOME torch guesses the toolkit from `which nvcc`, and CMake takes its root
 # from nvcc's directory: a wrapper /usr/local/bin/nvcc makes that /usr/local and
 # CUDAToolkit is not found. HOROVOD_CUDA_HOME pins CMake's nvcc to the real one.
+# The toolkit's root: $CUDA_HOME, /usr/local/cuda, else the real nvcc's (a pip-installed nvcc
+# lives in site-packages/nvidia/cu13/bin); the first that holds bin/nvcc and cuda_runtime.h.
+cuda_root() {
+  local nvcc c
+  nvcc=$(command -v nvcc 2>/dev/null) && nvcc=$(readlink -f "$nvcc")
+  for c in "${CUDA_HOME:-}" /usr/local/cuda "${nvcc:+$(dirname "$(dirname "$nvcc")")}"; do
+    [[ -n $c && -x $c/bin/nvcc && -f $c/include/cuda_runtime.h ]] && { echo "$c"; return 0; }
+  done
+  return 1
+}
 if [[ -n ${CUDA_HOME:-} || -d /usr/local/cuda || $FLAVOUR == cuda ]]; then
-  export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+  CUDA_HOME=$(cuda_root) || { [[ $FLAVOUR == cuda ]] && die "no CUDA toolkit (nvcc with include/cuda_runtime.h): set CUDA_HOME"; CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}; }
+  export CUDA_HOME
   export HOROVOD_CUDA_HOME=${HOROVOD_CUDA_HOME:-$CUDA_HOME}
 fi
 if [[ $FLAVOUR == cuda ]]; then
-  # UNTESTED: written on a machine without a GPU.
+  # Built here without a GPU for compute capability 9.0 (SCALEBENCH_HOROVOD_FLAVOUR=cuda
+  # SCALEBENCH_CUDA_CC=90); not yet run on a GPU.
   NCCL=$("$PY" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])') || fail "no nvidia-nccl package in the venv"
+  [[ -f $NCCL/include/nccl.h && -f $NCCL/lib/libnccl.so.2 ]] || fail "no nccl.h or libnccl.so.2 under $NCCL"
   mkdir -p "$TMP/nccl-lib"
   ln -s "$NCCL/lib/libnccl.so.2" "$TMP/nccl-lib/libnccl.so"
-  CC_LIST=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | tr -d . | sort -u | paste -sd,)
   export HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED \
     HOROVOD_NCCL_HOME=$NCCL HOROVOD_NCCL_INCLUDE=$NCCL/include HOROVOD_NCCL_LIB=$TMP/nccl-lib \
     HOROVOD_BUILD_CUDA_CC_LIST=$CC_LIST

@@ -17,7 +17,8 @@ from tests.conftest import fake_record, reference_records
 from tests.test_report_html import records_for_report
 
 ALL_TITLES = ["Throughput and scaling efficiency", "Figures", "Horovod's published points",
-              "Framework vs framework", "Distance to the compute limit (MFU)",
+              "Framework vs framework", "At their best", "Distance to the compute limit (MFU)",
+              "Energy (component energy, not MLPerf Power)",
               "Where the efficiency went", "Scaling model", "Allreduce",
               "Failed, timed-out and skipped runs", "Environment", "Method"]
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from scalebench import frameworks
 from scalebench.analysis import mfu, stats
+from scalebench.hardware import energy
 from scalebench.spec import identity
 
 SUMMARY_COLUMNS = [
@@ -41,6 +42,7 @@ SUMMARY_COLUMNS = [
     "wrapped_images_per_sec", "wrapped_ci95_low", "wrapped_ci95_high", "wrapper_overhead",
     "flops_per_image", "achieved_flops_per_worker", "peak_flops", "peak_flops_per_worker",
     "mfu", "mfu_ci95_low", "mfu_ci95_high", "datasheet_peak_flops", "mfu_datasheet",
+    "joules_per_image", "images_per_joule", "mean_watts_per_worker", "energy_measured",
     "warnings",
 ]
 TRIALS_FIELD = "trial_images_per_sec"
@@ -273,6 +275,7 @@ def _row(runs: Runs, samples: stats.Samples) -> dict:
         "wrapper_overhead": None,
         "warnings": run_warnings(runs),
         **mfu.row_fields(r, s.mean, s.ci_low, s.ci_high),
+        **energy.row_fields(runs.ok),
     }
     wrapped = runs.samples(WRAPPED_FIELD)
     if wrapped is not None:

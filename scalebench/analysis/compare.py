@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from scalebench.analysis import aggregate, stats
+from scalebench.hardware import topology
 from scalebench.hardware.envinfo import HARDWARE_FIELDS
 from scalebench.spec import identity
 from scalebench.spec.errors import UserError
@@ -286,7 +287,22 @@ def environment_warnings(baseline: list[dict], current: list[dict]) -> list[str]
             warnings.append(f"current mixes {f}: {', '.join(c)}")
         if b and c and b != c:
             warnings.append(f"{f} differs: baseline {', '.join(b)} vs current {', '.join(c)}")
-    return warnings
+    return warnings + topology_warnings(baseline, current)
+
+
+def _topologies(records: Iterable[dict]) -> list[str]:
+    return sorted({topology.signature((r.get("env") or {}).get("topology")) for r in records
+                   if r.get("kind") == "train" and r.get("status") == "ok"})
+
+
+def topology_warnings(baseline: list[dict], current: list[dict]) -> list[str]:
+    """The two sides measured on different topologies (GPU links, NICs and their rates, NUMA:
+    topology.signature), in words; records written before topology was recorded are not
+    compared."""
+    b, c = _topologies(baseline), _topologies(current)
+    if not topology.differ(" | ".join(b), " | ".join(c)):
+        return []
+    return [f"topology differs: baseline {' | '.join(b)} vs current {' | '.join(c)}"]
 
 
 def sweep_warnings(records: Iterable[dict], label: str) -> list[str]:

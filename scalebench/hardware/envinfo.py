@@ -1,4 +1,5 @@
-"""The environment fingerprint every record carries (versions, hardware, commit)."""
+"""The environment fingerprint every record carries (versions, hardware, commit, and the
+node's topology: hardware/topology.py)."""
 
 from __future__ import annotations
 
@@ -91,6 +92,9 @@ def collect(device: str | None = None, backend: str | None = None) -> dict:
         "cpu_cores": cpu_cores(),
         **torch_details(),
     }
+    from scalebench.hardware import topology
+
+    env["topology"] = topology.collect()
     if device is not None:
         env["device_kind"] = device if device == "cpu" else env["accelerator_model"]
     if backend is not None:

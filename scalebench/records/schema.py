@@ -51,6 +51,16 @@ OPTIONAL_LAUNCH_FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 
+# Train records written by this version also carry energy (hardware/energy.RECORD_FIELDS) and
+# each rank's placement (`worker_placement`); readers treat their absence as "not recorded".
+OPTIONAL_TRAIN_FIELDS: dict[str, tuple[type, ...]] = {
+    "joules_per_image": (float, type(None)),
+    "mean_watts_per_worker": (float, type(None)),
+    "energy": (dict,),
+    "worker_placement": (list,),
+}
+
+
 def check_optional(record: dict[str, Any], fields: dict[str, tuple[type, ...]]) -> None:
     """Fields that may be absent, but have an allowed type when present."""
     check_fields(record, {k: v for k, v in fields.items() if k in record})

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from scalebench.report import best, mfu, tables
+from scalebench.report import best, energy, mfu, tables
 from scalebench.report import model as m
 from scalebench.report.figures import CAPTIONS, of_section
 from scalebench.report.format import interval, num, pct, pct_interval
@@ -178,6 +178,13 @@ def _mfu(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
     return "\n".join(out)
 
 
+def _energy(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
+    empty = energy.empty_text(model.rows)
+    return "\n".join(([paragraph(empty)] if empty else []) + [
+        f"<h3>{esc(g.title)}</h3>\n{table(tables.energy_table(g))}"
+        for g in energy.groups(model.groups)])
+
+
 def _breakdown(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
     losses = model.losses
     out = [paragraph(losses.empty_text)] if losses.empty_text else []
@@ -237,6 +244,8 @@ def _environment(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
         out.append(f'<p><span class="badge bad">{len(envs.envs)} different environments</span> '
                    f"{esc(envs.differing_text)}</p>")
     out += [f"<p>{esc(v)}</p>" for v in envs.vettings]
+    if envs.placements:
+        out.append("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in envs.placements) + "</ul>")
     return "\n".join(out + [table(tables.environment_table(model))])
 
 
@@ -257,7 +266,7 @@ def _best(model: m.ReportModel, figures: Mapping[str, bytes]) -> str:
 RENDERERS: dict[str, Callable[[m.ReportModel, Mapping[str, bytes]], str]] = {
     m.INPUT_PROBLEMS: _input_problems, m.HEADLINE: _headline, m.FIGURES: _figures,
     m.PUBLISHED: _published, m.FRAMEWORKS: _frameworks, m.BREAKDOWN: _breakdown,
-    m.SCALING_MODEL: _scaling_model, mfu.KEY: _mfu,
+    m.SCALING_MODEL: _scaling_model, mfu.KEY: _mfu, energy.KEY: _energy,
     m.ALLREDUCE: _allreduce, m.PROBLEMS: _problems, m.ENVIRONMENT: _environment,
     m.METHOD: _method, best.KEY: _best,
 }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from scalebench.report import best, mfu, tables
+from scalebench.report import best, energy, mfu, tables
 from scalebench.report import model as m
 from scalebench.report.figures import CAPTIONS, of_section
 from scalebench.report.tables import Cell, Details, Gauge, Mark, Table
@@ -103,6 +103,13 @@ def _mfu(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
     return out + ["Peaks:", "", *(f"- {md_text(line)}" for line in mfu.peak_lines(model.rows)), ""]
 
 
+def _energy(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
+    out = [md_text(energy.empty_text(model.rows)), ""] if energy.empty_text(model.rows) else []
+    for group in energy.groups(model.groups):
+        out += [f"### {md_text(group.title)}", "", *table(tables.energy_table(group))]
+    return out
+
+
 def _breakdown(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
     losses = model.losses
     out = [losses.empty_text, ""] if losses.empty_text else []
@@ -155,6 +162,8 @@ def _environment(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
         out += [f"**{len(model.environments.envs)} different environments.** "
                 f"{md_text(model.environments.differing_text)}", ""]
     out += [line for v in model.environments.vettings for line in (md_text(v), "")]
+    out += [*(f"- {md_text(p)}" for p in model.environments.placements), ""] \
+        if model.environments.placements else []
     return out + table(tables.environment_table(model))
 
 
@@ -178,7 +187,7 @@ def _best(model: m.ReportModel, figures: Mapping[str, str]) -> list[str]:
 RENDERERS: dict[str, Callable[[m.ReportModel, Mapping[str, str]], list[str]]] = {
     m.INPUT_PROBLEMS: _input_problems, m.HEADLINE: _headline, m.FIGURES: _figures,
     m.PUBLISHED: _published, m.FRAMEWORKS: _frameworks, m.BREAKDOWN: _breakdown,
-    m.SCALING_MODEL: _scaling_model, mfu.KEY: _mfu,
+    m.SCALING_MODEL: _scaling_model, mfu.KEY: _mfu, energy.KEY: _energy,
     m.ALLREDUCE: _allreduce, m.PROBLEMS: _problems, m.ENVIRONMENT: _environment,
     m.METHOD: _method, best.KEY: _best,
 }

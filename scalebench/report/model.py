@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from scalebench.analysis import aggregate, scaling_model, stats
 from scalebench.records.results import Problem
 from scalebench.report import best as best_model
+from scalebench.report import energy as energy_model
 from scalebench.report import losses as losses_model
 from scalebench.report import mfu as mfu_model
 from scalebench.report.format import pct, plural
@@ -104,6 +105,7 @@ def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
             f"{stats.intervals_test(alpha)}.",)),
         Section(best_model.KEY, best_model.TITLE, best_model.TEXT),
         Section(mfu_model.KEY, mfu_model.TITLE, mfu_model.TEXT),
+        Section(energy_model.KEY, energy_model.TITLE, energy_model.TEXT),
         Section(BREAKDOWN, BREAKDOWN_TITLE, BREAKDOWN_TEXT),
         Section(SCALING_MODEL, "Scaling model", (
             "Bounds on efficiency from each run's one-worker step time and a ring allreduce of "
@@ -276,6 +278,7 @@ class Environments:
     fields: tuple[str, ...]  # every field of any environment, in first-seen order
     differing: frozenset[str]
     vettings: tuple[str, ...] = ()  # which nodes a vetting left out, one line per vetting
+    placements: tuple[str, ...] = ()  # each worker's CPU affinity, once per distinct line
 
     @property
     def differing_text(self) -> str:
@@ -516,7 +519,19 @@ def _environments(records: list[dict]) -> Environments:
     fields = tuple(dict.fromkeys(k for env, _ in envs for k in env))
     differing = frozenset(k for k in fields if len({repr(env.get(k)) for env, _ in envs}) > 1)
     return Environments(tuple(Environment(env, tuple(runs)) for env, runs in envs), fields,
-                        differing, _vettings(records))
+                        differing, _vettings(records), _placements(records))
+
+
+def _placements(records: list[dict]) -> tuple[str, ...]:
+    """Where the workers ran (topology.placement_lines), each distinct line once with the
+    number of runs it held for."""
+    from scalebench.hardware.topology import placement_lines
+
+    seen: dict[str, int] = {}
+    for r in records:
+        for line in placement_lines(r.get("worker_placement")):
+            seen[line] = seen.get(line, 0) + 1
+    return tuple(f"Worker {line} ({plural(n, 'run')})" for line, n in seen.items())
 
 
 def _vettings(records: list[dict]) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalebench.analysis.breakdown import label
+from scalebench.hardware import topology
 from scalebench.report.format import (
     DASH,
     gb_per_s,
@@ -203,11 +204,19 @@ def environment_table(model: ReportModel) -> Table:
     rows: list[tuple[Cell, ...]] = [("runs", *(", ".join(e.runs) for e in envs.envs))]
     for k in envs.fields:
         name: Cell = Mark(k, "diff") if k in envs.differing else k
-        rows.append((name, *(DASH if e.values.get(k) is None else str(e.values[k])
-                             for e in envs.envs)))
+        rows.append((name, *(env_value(k, e.values.get(k)) for e in envs.envs)))
     header = ("field", *(("value",) if len(envs.envs) == 1
                          else (f"environment {i}" for i in range(1, len(envs.envs) + 1))))
     return Table(header, tuple(rows))
+
+
+def env_value(name: str, value: object) -> str:
+    """One environment field in words: the topology as topology.describe's lines."""
+    if value is None:
+        return DASH
+    if name == "topology":
+        return "; ".join(topology.describe(value))  # type: ignore[arg-type]
+    return str(value)
 
 
 SHORT = {"batch_effect": "per-worker batch", "contention": "contention", "communication": "exposed comm.",
@@ -283,3 +292,14 @@ def mfu_table(group: Group) -> Table:
                   "achieved per worker", "peak per worker (measured)", "MFU", "95% CI",
                   "MFU vs datasheet", "efficiency"), tuple(rows),
                  frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9}))
+
+
+def energy_table(group: Group) -> Table:
+    """Images per joule by worker count, next to efficiency (report/energy.py)."""
+    rows = [(series_label(r), workers_label(r), num(r.get("images_per_joule")),
+             num(r.get("joules_per_image")), num(r.get("mean_watts_per_worker")),
+             pct(r["efficiency"]), str(r.get("energy_measured") or ""))
+            for r in group.rows]
+    return Table(("framework", "workers", "images per joule", "joules per image",
+                  "watts per worker", "efficiency", "measured"), tuple(rows),
+                 frozenset({1, 2, 3, 4, 5}))

@@ -15,10 +15,11 @@ from typing import Any, ClassVar
 from scalebench import frameworks
 from scalebench.analysis import mfu, stats
 from scalebench.frameworks.base import LaunchOutcome
-from scalebench.hardware import devices
+from scalebench.hardware import devices, energy
 from scalebench.models import flops, workloads
 from scalebench.records.schema import (
     LAUNCH_FIELDS,
+    OPTIONAL_TRAIN_FIELDS,
     RecordError,
     check_fields,
     check_optional,
@@ -337,6 +338,9 @@ def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_rea
         phase_seconds=result.get("phase_seconds"),
     )
     record.update(mfu.record_fields(record))
+    record.update(energy.record_fields(result.get("energy"), windows,
+                                       spec.global_batch * spec.iters))
+    record["worker_placement"] = result.get("placement") or []
     if result.get("profile"):
         record["artifacts"] = {**record["artifacts"], "profile": result["profile"]}
     wrapped = result.get("wrapped_window_seconds")
@@ -399,6 +403,7 @@ class TrainTask(Task):
             fields.update(OK_FIELDS)
         check_fields(record, fields)
         check_optional(record, mfu.RECORD_FIELDS)
+        check_optional(record, OPTIONAL_TRAIN_FIELDS)
         if record["status"] == "ok":
             if len(record["trial_images_per_sec"]) != record["trials"]:
                 raise RecordError("trial_images_per_sec does not have one value per trial")

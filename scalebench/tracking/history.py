@@ -30,6 +30,7 @@ from pathlib import Path
 
 from scalebench import frameworks
 from scalebench.analysis import aggregate, compare, stats
+from scalebench.hardware import topology
 from scalebench.spec import identity
 from scalebench.spec.errors import UserError
 
@@ -180,11 +181,14 @@ class Point:
     sweep_id: str | None = None
     warnings: tuple[str, ...] = ()  # its rows' warnings (skipped fp16 steps, a diverged loss)
     caveat: str = ""  # a judged change from one launch on either side holds within them only
+    topology: str = ""  # its rows' topology (topology.signature), " | " between several
+    topology_note: str = ""  # the topology differs from the previous point's: that, in words
 
     @property
     def notes(self) -> tuple[str, ...]:
         """What a verdict on this point must say besides the change."""
-        return ((self.caveat,) if self.caveat else ()) + self.warnings
+        return ((self.caveat,) if self.caveat else ()) + \
+            ((self.topology_note,) if self.topology_note else ()) + self.warnings
 
     @property
     def summary(self) -> stats.Summary:
@@ -303,10 +307,24 @@ def trends(rows: Iterable[dict], metric: str, threshold: float = 5.0, alpha: flo
                 if points:
                     judged = compare.judge(points[-1].samples, samples, threshold, alpha)
                     caveat = compare.caveat(judged, points[-1].samples, samples, "the code")
+                shape = _topology(members)
+                moved = points and topology.differ(points[-1].topology, shape)
                 points.append(Point(when, members[0].get("commit"), samples, judged,
-                                    members[0].get("sweep_id"), _warnings(members), caveat))
+                                    members[0].get("sweep_id"), _warnings(members), caveat,
+                                    shape, topology_change(points[-1].topology, shape)
+                                    if moved else ""))
             out.setdefault(panel, {})[line] = points
     return out
+
+
+def _topology(rows: list[dict]) -> str:
+    return " | ".join(sorted({topology.signature((r.get("env") or {}).get("topology"))
+                              for r in rows}))
+
+
+def topology_change(before: str, after: str) -> str:
+    """A point measured on another topology than the one before it, in words."""
+    return f"topology differs from the previous point: {before} -> {after}"
 
 
 def _warnings(rows: list[dict]) -> tuple[str, ...]:

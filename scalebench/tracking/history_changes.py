@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scalebench.analysis import compare
+from scalebench.hardware import topology
+from scalebench.hardware.topology import UNKNOWN
 from scalebench.report.format import interval, num, pct, pct_interval
 from scalebench.spec.errors import UserError
 from scalebench.tracking import changepoints, history
@@ -72,6 +74,17 @@ class Change:
         p = self.point
         return (f"{'gradual ' if p.gradual else ''}{self.verdict} of {change_text(p)} "
                 f"{'over' if p.gradual else 'at'} {self.commit_range}")
+
+    @property
+    def topology_note(self) -> str:
+        """The points either side of the change were measured on different topologies (a
+        change of hardware, not of code, may explain it): that, in words; "" otherwise."""
+        before = {p.topology for p in self.series.points[:self.point.index]} - {UNKNOWN}
+        after = {p.topology for p in self.series.points[self.point.index:]} - {UNKNOWN}
+        if not topology.differ(" | ".join(sorted(before)), " | ".join(sorted(after))):
+            return ""
+        return history.topology_change(" | ".join(sorted(before)), " | ".join(sorted(after))
+                                       ).replace("the previous point", "before the change")
 
 
 @dataclass(frozen=True)
@@ -253,6 +266,8 @@ def render_text(c: Changes) -> str:
     for x in c.new_regressions:
         lines.append(f"  {x.series.metric} of {x.series.title}: {x.headline} (first seen "
                      f"{x.when}; {test_text(x)})")
+    lines += [f"  note: {x.series.metric} of {x.series.title} at {x.commit_range}: "
+              f"{x.topology_note}" for x in c.changes if x.topology_note]
     return "\n".join(lines)
 
 
@@ -274,6 +289,10 @@ def render_markdown(c: Changes) -> str:
             lines.append("| " + " | ".join(_md(v) for v in cells_) + " |")
     else:
         lines.append("No change in any series.")
+    notes = [f"- {_md(x.series.title)} at {_md(x.commit_range)}: {_md(x.topology_note)}"
+             for x in c.changes if x.topology_note]
+    if notes:
+        lines += ["", *notes]
     if c.too_short:
         lines += [""] + [f"- {_md(s.metric)} of {_md(s.title)}: {_md(s.detection.too_short)}"
                          for s in c.too_short]

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalebench.hardware import energy, topology
+from scalebench.hardware.energy import Meter
 from scalebench.models import workloads
 from scalebench.spec.launch import Job
 from scalebench.worker.comm import Comm
@@ -85,8 +87,10 @@ class Phases:
 
 
 def timed_windows(step: Step | Callable[[], Any], trials: int, iters: int, comm: Comm, device,
-                  clock: Callable[[], float]) -> Windows:
-    """`trials` windows of `iters` steps, each framed by a device sync and a barrier."""
+                  clock: Callable[[], float], meter: Meter | None = None) -> Windows:
+    """`trials` windows of `iters` steps, each framed by a device sync and a barrier. A meter
+    (hardware/energy.py) reads its energy counters at each window's edges: after the barrier,
+    just before the clock starts, and just after it stops, never inside the window."""
     out = Windows()
     wait = getattr(step, "input_wait", lambda: 0.0)
     for _ in range(trials):
@@ -95,11 +99,15 @@ def timed_windows(step: Step | Callable[[], Any], trials: int, iters: int, comm:
         if out.first_unix is None:
             out.first_unix = time.time()
         waited = wait()
+        if meter is not None:
+            meter.start()
         start = clock()
         for _ in range(iters):
             out.last_loss = step()
         synchronize(device)
         out.seconds.append(clock() - start)
+        if meter is not None:
+            meter.stop()
         out.input_wait.append(wait() - waited)
     comm.barrier()
     return out
@@ -175,6 +183,7 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
                                               built.batches, built.device)
     delay = spec.fault_step_delay if comm.rank == spec.fault_rank else 0.0
     distributed = comm.world_size > 1
+    meter = open_meter(device, comm)
     phases.mark("build")
     train_start_unix = time.time()
 
@@ -206,7 +215,7 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
     loss = warm_up(step, spec.warmup, comm, device)
     warmup_seconds = phases.mark("warmup")
     skipped_before = step.skipped_steps()
-    synced = timed_windows(step, spec.trials, spec.iters, comm, device, clock)
+    synced = timed_windows(step, spec.trials, spec.iters, comm, device, clock, meter)
     phases.mark("timed")
     loss = synced.last_loss if synced.last_loss is not None else loss
     skipped = step.skipped_steps() - skipped_before if step.scaler is not None else None
@@ -238,6 +247,8 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         "param_checksum": param_checksum(model),
         "topology": comm.topology(),
         "scaler_skipped_steps": skipped,
+        "energy": meter.result(),
+        "placement": topology.worker_placement(device.index if device.type == "cuda" else None),
     }
     phases.mark("finish")
     gathered = comm.all_gather(local)
@@ -258,6 +269,8 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         "param_checksums": [g["param_checksum"] for g in gathered],
         "topology": [g["topology"] for g in gathered],
         "scaler_skipped_steps": [g["scaler_skipped_steps"] for g in gathered],
+        "energy": [g["energy"] for g in gathered],
+        "placement": [g["placement"] for g in gathered],
         "wrapped_window_seconds": None if wrapped is None else [wrapped.seconds],
         "math": math_settings(device),
         "step": dict(STEP_RULES),
@@ -270,6 +283,11 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         "warmup_seconds": warmup_seconds,
         "phase_seconds": phases.seconds,
     }
+
+
+def open_meter(device, comm: Comm) -> Meter:
+    """This rank's energy meter (hardware/energy.py), opened outside the timed windows."""
+    return energy.open_meter(device.type, device.index or 0, comm.local_rank)
 
 
 class FreshStart:

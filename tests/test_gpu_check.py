@@ -1,0 +1,194 @@
+"""The GPU check's two scripts on this machine: a bundle made by scripts/gpu-bundle.sh (for this
+Python) installs offline into a fresh private environment that imports scalebench, and
+`gpu-check.sh --device cpu` runs every step end to end under a small budget and writes the
+check's files. Both need the package index once, to make the bundle (pip's cache serves later
+runs); without it they skip, saying so."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+VERSION = f"{sys.version_info[0]}.{sys.version_info[1]}"
+NO_NETWORK = {"https_proxy": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9",
+              "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("bundle")
+    done = subprocess.run(["bash", "scripts/gpu-bundle.sh", str(folder), "--python-version",
+                           VERSION, "--no-ray"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PIP": f"{sys.executable} -m pip"})
+    if done.returncode != 0 and ("Could not find" in done.stderr or "connection" in
+                                 done.stderr.lower() or "resolve" in done.stderr.lower()):
+        pytest.skip(f"the package index is not reachable: {done.stderr.strip()[-300:]}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "MiB" in done.stdout and "Ray: not requested" in done.stdout
+    return folder
+
+
+def check_env(tmp_path: Path) -> dict:
+    return {**os.environ, **NO_NETWORK, "PYTHON": sys.executable,
+            "SCALEBENCH_CHECK_WORK": str(tmp_path / "work"), "PYTHONPATH": str(REPO)}
+
+
+@pytest.mark.slow
+def test_the_bundle_installs_offline_and_scalebench_imports(bundle, tmp_path):
+    wheels = sorted(p.name.split("-")[0].lower() for p in (bundle / "wheels").glob("*.whl"))
+    assert {"ruptures", "nvidia_ml_py", "pip", "setuptools", "psutil"} <= set(wheels)
+    assert (bundle / "horovod-0.28.1.tar.gz").is_file()
+    manifest = (bundle / "manifest.txt").read_text()
+    assert f"python={VERSION}" in manifest
+    done = subprocess.run(["bash", "scripts/gpu-check.sh", str(bundle), "--install-only"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=check_env(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    private = tmp_path / "work" / f"env-py{VERSION}" / "bin" / "python"
+    probe = subprocess.run([str(private), "-c", "import json, pynvml, ruptures, scalebench, torch;"
+                            "print(json.dumps([pynvml.__file__, ruptures.__file__, "
+                            "scalebench.__file__, torch.__file__]))"],
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert probe.returncode == 0, probe.stderr
+    nvml, rupt, ours, torch_file = json.loads(probe.stdout)
+    private_site = str(tmp_path / "work")
+    assert nvml.startswith(private_site)  # not in this machine's environment: from the bundle
+    assert rupt  # from the bundle, or this machine's own where it has the same version
+    assert ours.startswith(str(REPO))
+    assert not torch_file.startswith(private_site)  # the machine's torch, never replaced
+
+
+def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
+    for argv, field in ((["nowhere", str(tmp_path)], "BUNDLE"),
+                        ([str(tmp_path), str(tmp_path)], "BUNDLE")):
+        done = subprocess.run(["bash", "scripts/gpu-check.sh", *argv], cwd=REPO,
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert field in done.stderr
+    (tmp_path / "wheels").mkdir()
+    done = subprocess.run(["bash", "scripts/gpu-check.sh", str(tmp_path), str(tmp_path / "o"),
+                           "--device", "tpu"], cwd=REPO, capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 2 and "--device: cuda or cpu, not 'tpu'" in done.stderr
+    if shutil.which("nvidia-smi") is None:
+        done = subprocess.run(["bash", "scripts/gpu-check.sh", str(tmp_path), str(tmp_path / "o")],
+                              cwd=REPO, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2 and "--device cuda: nvidia-smi lists no GPU" in done.stderr
+    done = subprocess.run(["bash", "scripts/gpu-bundle.sh", str(tmp_path), "--limit-mib", "x"],
+                          cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "--limit-mib" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.serial  # its budget is wall time: other tests on the same cores would eat it
+def test_gpu_check_on_the_cpu_runs_every_step_and_writes_the_files(bundle, tmp_path):
+    out = tmp_path / "out"
+    start = time.monotonic()
+    done = subprocess.run(["bash", "scripts/gpu-check.sh", str(bundle), str(out), "--device",
+                           "cpu", "--budget", "90", "--horovod-box", "0"], cwd=REPO,
+                          capture_output=True, text=True, timeout=400,
+                          env={**check_env(tmp_path), "SCALEBENCH_PEAK_SECONDS": "0.1"})
+    seconds = time.monotonic() - start
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    files = sorted(p.name for p in out.iterdir())
+    assert len(files) <= 8 and {"summary.md", "results.jsonl", "env.json", "check.log",
+                                "build.log"} <= set(files), files
+    text = (out / "summary.md").read_text()
+    assert text.startswith("# scalebench GPU check") and "## Steps" in text
+    assert "| environment and topology | ok |" in text
+    assert "| ddp fp32 and bf16 | ok |" in text, text
+    assert "Horovod: not built: --horovod-box 0" in text
+    if not Path("/sys/class/powercap").exists():
+        assert "Energy not measured: gpu: a CPU run: no GPU; cpu: no /sys/class/powercap" in text
+    assert "NUMA: " in text and "NICs: " in text
+    # the budget held: every step either ran or was skipped with the reason
+    assert seconds < 90 + 30, seconds  # the budget, the report past its deadline
+    for line in text.splitlines():
+        if line.startswith("| ") and "| skipped |" in line:
+            assert "s left" in line or "not" in line
+    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    train = [r for r in records if r.get("kind") == "train" and r["status"] == "ok"]
+    assert {r["model"] for r in train} == {"resnet101"}  # one model on a CPU
+    for r in train:  # a CPU sweep's records carry topology and say why energy is not measured
+        topo = r["env"]["topology"]
+        assert topo["numa_nodes"] and "nics" in topo
+        assert r["worker_placement"][0]["cpus"]
+        if r["joules_per_image"] is None:
+            assert r["energy"]["unavailable"]["gpu"] == "a CPU run: no GPU"
+    print(f"gpu-check --device cpu: {seconds:.0f} s")
+
+
+def load_check_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "scripts" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_summary_of_a_gpu_check_reads_alone(tmp_path):
+    """summary.md from the records a one-H100 check would leave (recorded shapes, no GPU)."""
+    from scalebench.hardware import topology
+    from tests.conftest import fake_record
+
+    gc = load_check_script()
+    out, bundle = tmp_path / "out", tmp_path / "bundle"
+    out.mkdir()
+    bundle.mkdir()
+    (bundle / "manifest.txt").write_text("python=3.12\nray=not included: Ray 2.60.0's wheels "
+                                         "are 130 MiB, the folder would be 139 MiB (limit 60)\n")
+    topo = {"gpu_matrix": topology.parse_topo_matrix(
+        (REPO / "tests/data/topology/h100-pcie-single.txt").read_text()),
+        "numa_nodes": [{"node": 0, "cpus": "0-15"}], "nics": [], "rdma": []}
+    env = {"accelerator_model": "NVIDIA H100 80GB HBM3", "hostname": "gpu1", "torch": "2.11.0",
+           "cuda": "13.0", "nccl": "2.27.7", "python": "3.12.3", "topology": topo}
+    (out / "env.json").write_text(json.dumps(env))
+    run = fake_record(model="resnet101", device="cuda", precision="bf16", image_size=224,
+                      tf32="on", math={"cudnn_allow_tf32": True, "matmul_precision": "high"},
+                      mfu=0.31, mfu_datasheet=0.27, peak_flops=8.6e14,
+                      peak_method="GEMM probe", datasheet_peak_flops=9.895e14,
+                      joules_per_image=0.42, mean_watts_per_worker=610.0,
+                      energy={"components": {"gpu": 1.0}})
+    vet_record = {"kind": "vet", "status": "ok", "units": [
+        {"node": "gpu1", "device_index": 0, "device_name": "NVIDIA H100 80GB HBM3",
+         "compute_images_per_sec": [1450.0, 1460.0, 1440.0],
+         "matmul_flops_per_sec": [6.1e14, 6.2e14, 6.0e14]}]}
+    check = gc.Check(out, tmp_path / "work", "cuda", time.time() + 100, out / "check.log")
+    check.steps = [gc.StepResult("environment and topology", "ok", 4.0),
+                   gc.StepResult("horovod fp16", "skipped", 0.0, "about 80 s needed, 12 s left")]
+    text = gc.summary(check, [run, vet_record], time.time() - 300, bundle,
+                      "skipped: the build did not finish within its time box of 144 s")
+    assert text.startswith("# scalebench GPU check: NVIDIA H100 80GB HBM3")
+    assert "| horovod fp16 | skipped | 0 | about 80 s needed, 12 s left |" in text
+    assert "Horovod: skipped: the build did not finish within its time box of 144 s" in text
+    assert "Ray: not checked, not included: Ray 2.60.0's wheels are 130 MiB" in text
+    assert ("| resnet101 | 224 | ddp | bf16 (tf32 on) | TF32 | 10.0 | 31.0% | 27.0% | 0.42 | "
+            "610 |") in text
+    assert "Energy measured (gpu): component energy of the timed windows, not MLPerf Power." in text
+    assert "- bf16 (tf32 on): measured 860 TFLOP/s (GEMM probe); datasheet 989.5 TFLOP/s" in text
+    assert "- gpu1 device 0 (NVIDIA H100 80GB HBM3): compute 1.45e+03 images/s (median of 3), " \
+           "GEMM 610 TFLOP/s" in text
+    assert "- GPU interconnect: one GPU" in text
+
+
+def test_an_install_that_fails_still_leaves_a_summary(tmp_path):
+    bundle = tmp_path / "bundle"
+    (bundle / "wheels").mkdir(parents=True)  # no pip wheel, nothing to install
+    done = subprocess.run(["bash", "scripts/gpu-check.sh", str(bundle), str(tmp_path / "out"),
+                           "--device", "cpu"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=check_env(tmp_path))
+    assert done.returncode == 1, done.stderr
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert summary.startswith("# scalebench GPU check: stopped before measuring")
+    assert "pip could not be installed from the bundle" in summary
