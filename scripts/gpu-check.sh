@@ -71,7 +71,8 @@ fail() {
 
 # 1. the private environment: its own site-packages first, then the machine's (a .pth file runs
 # site.addsitedir on each of the interpreter's site-packages folders), so the machine's torch is
-# used and never replaced.
+# used and never replaced. The bundle's wheels all go into the private folder
+# (--ignore-installed: the machine's copies are neither used for them nor touched).
 say "offline install of $(ls "$BUNDLE"/wheels/*.whl | wc -l) wheels into $PRIV"
 if [[ ! -x $PRIV/bin/python ]]; then
   "$PY" -m venv --without-pip "$PRIV" >>"$LOG" 2>&1 || fail "python3 -m venv failed (see build.log)"
@@ -92,7 +93,7 @@ fi
 export PIP_NO_INDEX=1 PIP_FIND_LINKS=$BUNDLE/wheels PIP_DISABLE_PIP_VERSION_CHECK=1
 EXTRA=()
 [[ -d $BUNDLE/ray ]] && EXTRA=("$BUNDLE"/ray/*.whl)
-"$PRIV/bin/python" -m pip install -q --no-deps "$BUNDLE"/wheels/*.whl "${EXTRA[@]}" >>"$LOG" 2>&1 \
+"$PRIV/bin/python" -m pip install -q --no-deps --ignore-installed "$BUNDLE"/wheels/*.whl "${EXTRA[@]}" >>"$LOG" 2>&1 \
   || fail "the offline install failed (see build.log)"
 export PYTHONPATH=$HERE${PYTHONPATH:+:$PYTHONPATH}
 "$PRIV/bin/python" - >>"$LOG" 2>&1 <<'PYEOF' || fail "scalebench does not import in the private environment (see build.log)"
