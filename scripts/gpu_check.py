@@ -184,8 +184,11 @@ def run_sweep(check: Check, sweep: Sweep) -> StepResult:
         "; " + "; ".join(f"{r.get('model')} {r.get('framework')} {r.get('precision')}: "
                          f"{r.get('status')} ({str(r.get('error'))[:160]})" for r in bad[:4])
         if bad else "")
+    if code == 124:
+        note += "; the rest stopped at the deadline"
     if code not in (0, 1) and not records:
-        return StepResult(sweep.name, "failed", seconds, f"scalebench sweep exited {code}")
+        return StepResult(sweep.name, "failed", seconds, f"scalebench sweep exited {code}"
+                          + (" (stopped at the deadline)" if code == 124 else ""))
     return StepResult(sweep.name, "ok" if ok else "failed", seconds, note)
 
 
