@@ -49,8 +49,8 @@ def delta(before: float, after: float, wrap: float | None) -> float:
 # ---------------------------------------------------------------- RAPL (CPU packages)
 
 def rapl_counters(root: Path = POWERCAP) -> tuple[list[Counter], str | None]:
-    """The CPU package zones of RAPL under root (intel-rapl:N, also on AMD since Linux 5.8),
-    or no counter and the reason."""
+    """The CPU package zones of RAPL under root (intel-rapl:N; recent AMD CPUs use the same
+    driver), or no counter and the reason."""
     if not root.is_dir():
         return [], f"no {root} on this machine (no RAPL driver: a VM, or not an x86 host)"
     zones = sorted(p for p in root.glob("intel-rapl:*") if p.name.count(":") == 1)
@@ -70,8 +70,9 @@ def rapl_counters(root: Path = POWERCAP) -> tuple[list[Counter], str | None]:
         try:
             int(energy.read_text())
         except PermissionError:
-            return [], (f"{energy} is readable by root only (Linux restricts RAPL since "
-                        "5.10); run as root or grant read access to measure CPU energy")
+            return [], (f"{energy} is readable by root only (Linux restricts RAPL since the "
+                        "2020 PLATYPUS fix); run as root or grant read access to measure CPU "
+                        "energy")
         except (OSError, ValueError) as exc:
             return [], f"{energy} unreadable: {exc}"
         try:
