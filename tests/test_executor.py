@@ -33,6 +33,7 @@ class FakeFramework(Framework):
         self.result: dict | None = None  # None: a good result
         self.interrupt_on: int | None = None  # raise KeyboardInterrupt at this launch
         self.die_after: int | None = None  # a grouped launch dies after this many members
+        self.interrupt_after: int | None = None  # Ctrl-C in a grouped launch after N members
         self.launches = 0
 
     def available(self):
@@ -67,6 +68,11 @@ class FakeFramework(Framework):
         self.log.append(f"launch {self.name} x{job.launch.world_size} group of {len(members)} "
                         f"timeout {job.launch.timeout:g}")
         results = [self.result_of(m) for m in members]
+        if self.interrupt_after is not None:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            for index, result in enumerate(results[:self.interrupt_after]):
+                (run_dir / f"member-{index}.json").write_text(json.dumps(result))
+            raise KeyboardInterrupt
         if self.die_after is None:
             return LaunchOutcome("ok", {"members": results}, launch_unix=10.0)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -202,6 +208,17 @@ def test_a_group_that_dies_keeps_what_it_measured_and_relaunches_the_rest(tmp_pa
         records[1]["error"]
     assert [e for e in log if e.startswith("launch")] == ["launch ddp x2 group of 3 timeout 2700",
                                                           "launch ddp x2"]
+
+
+def test_ctrl_c_in_a_group_keeps_the_configurations_it_had_measured(tmp_path, fakes):
+    made, _ = fakes
+    made["ddp"].interrupt_after = 2
+    sweep, jobs = plan(models="vgg16,resnet101,inception_v3", image_size=75, frameworks="ddp",
+                       workers="2")
+    outcome, _ = run(sweep, jobs, tmp_path, launch_mode="grouped")
+    assert outcome.interrupted
+    records = read_records(tmp_path / "results.jsonl")
+    assert [(r["model"], r["status"]) for r in records] == [("vgg16", "ok"), ("resnet101", "ok")]
 
 
 def test_resume_works_across_groups(tmp_path, fakes):

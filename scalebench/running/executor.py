@@ -172,7 +172,18 @@ class _Runner:
         self.sessions.activate(adapter)
         self.progress.start(f"{len(placed)} configurations in one launch: " + "; ".join(labels),
                             configurations=len(placed))
-        launch = adapter.launch(group_job, run_dir)
+        try:
+            launch = adapter.launch(group_job, run_dir)
+        except KeyboardInterrupt:
+            # Ctrl-C: the members measured before it keep their records (rank 0 wrote each
+            # one's result as soon as it was measured); the one running is not recorded.
+            stopped = LaunchOutcome("failed", None, "interrupted", None, None)
+            measured = [record for job, member in zip(
+                placed, group.member_outcomes(stopped, placed, run_dir), strict=True)
+                if member is not None and member.status == "ok"
+                for record in usable_records(tasks.get(job.kind), job, member, self.env)]
+            self.emit(measured)
+            raise
         if launch.status == "ok" and not adapter.records_here(group_job.launch.options):
             self.progress.finish_elsewhere(labels[0], configurations=len(placed))
             return
