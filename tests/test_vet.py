@@ -36,7 +36,7 @@ def test_round_robin_meets_every_pair_once_in_disjoint_rounds(count):
 def test_round_robin_small_and_bad_inputs():
     assert schedule.rounds(["a"]) == [] and schedule.rounds([]) == []
     assert schedule.rounds(["a", "b"]) == [[("a", "b")]]
-    with pytest.raises(ValueError, match="not distinct"):
+    with pytest.raises(UserError, match="nodes: node 'a' named twice"):
         schedule.rounds(["a", "a", "b"])
 
 
