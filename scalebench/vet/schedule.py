@@ -24,6 +24,7 @@ known good, to tell a slow node from a slow link.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -109,7 +110,7 @@ def leaf_rounds(leaves: Mapping[str, Sequence[str]], k: int) -> list[list[Pair]]
     names = _distinct([n for g in groups for n in g])
     order = {name: i for i, name in enumerate(names)}
     intra = k if len(groups) < 2 else max(1, min(INTRA_ROUNDS, k - 1))
-    inside = [list(_circle(g)) for g in groups]  # each leaf's own tournament
+    inside = [list(itertools.islice(_circle(g), intra)) for g in groups]  # each leaf's own
     out: list[list[Pair]] = []
     for r in range(intra):
         out.append([p for t in inside if r < len(t) for p in t[r]])
@@ -186,7 +187,9 @@ def retests(suspects: Sequence[str], good: Sequence[str], met: Iterable[Sequence
             leaf_of: Mapping[str, str] | None = None, count: int = RETEST_ROUNDS
             ) -> list[list[Pair]]:
     """Up to `count` rounds in which every suspect meets one node known good that it has not
-    met yet (the same leaf first), each good node once per round."""
+    met yet (the same leaf first), each good node once per round; the good nodes left over meet
+    one another where they have not met (the round costs the same, and gives the step a
+    median pair to be measured against)."""
     leaf_of = leaf_of or {}
     seen = {frozenset(p) for p in met}
     order = {n: i for i, n in enumerate(dict.fromkeys([*good, *suspects]))}
@@ -202,6 +205,17 @@ def retests(suspects: Sequence[str], good: Sequence[str], met: Iterable[Sequence
                 free.remove(g)
                 seen.add(frozenset((s, g)))
                 pairs.append(_pair(s, g, order))
-        if pairs:
-            out.append(pairs)
+        if not pairs:
+            break
+        rest = [g for g in free if g not in suspects]
+        while len(rest) >= 2:
+            a = rest.pop(0)
+            b = next((n for n in rest if frozenset((a, n)) not in seen
+                      and leaf_of.get(n) == leaf_of.get(a)), None)
+            b = b or next((n for n in rest if frozenset((a, n)) not in seen), None)
+            if b is not None:
+                rest.remove(b)
+                seen.add(frozenset((a, b)))
+                pairs.append(_pair(a, b, order))
+        out.append(pairs)
     return out

@@ -20,7 +20,8 @@ nodes or pairs):
   that standard error explains: sqrt(max(0, (1.4826 x MAD of their logs)^2 - error^2));
 - an item is **slow** when its standing lies below the reference by more than the threshold
   (a fraction) *and* ln(reference / standing) exceeds Z x sqrt(between^2 + error^2): more than
-  the measured noise allows. Median and MAD ignore a minority of bad items; neither rule alone
+  the measured noise allows (Z = 4.5 for a standing pooled over probes or pairs, 6 for one
+  probe's or one pair's few repeats). Median and MAD ignore a minority of bad items; neither rule alone
   decides. Figures shown are the medians of the raw repeats.
 
 Localisation. A node is a **slow compute node** when one of its compute probes (the sweep's
@@ -31,8 +32,9 @@ not move it; a node slow there, and slow by its fastest pair too, while its comp
 **slow network node** (its NIC: every pair it is in is slow). The pairs between the remaining
 nodes are then compared with their median (with a topology: pairs inside a leaf with pairs
 inside leaves, pairs across leaves with pairs across). Slow pairs across leaves that share a
-leaf, two or more of them on different nodes of it whose other pairs are fine, are a **slow
-uplink** of that leaf (with two leaves every such pair runs between the same two: both named,
+leaf, two or more of them whose nodes' pairs inside their leaves are fine, are a **slow
+uplink** of that leaf (under destination routing a bad uplink port slows every cross-leaf pair
+of the node whose traffic arrives on it) (with two leaves every such pair runs between the same two: both named,
 the measurements cannot tell the sides apart); any other slow pair is a **slow link** (its
 two nodes' other pairs are fine). A node whose probe failed, crashed or hung is
 **unreachable**. Slow compute, network and unreachable nodes are cordoned; a slow link's or
@@ -50,7 +52,9 @@ from dataclasses import dataclass, field, replace
 Unit = tuple[str, int]  # (node, device index): a CPU node has one device, 0
 Pair = tuple[str, str]
 MIN_NODES = 3
-Z = 4.5  # how many robust standard deviations of noise a slow item must lie beyond
+Z = 4.5  # how many robust standard deviations of noise a slow item must lie beyond ...
+Z_FEW = 6.0  # ... or, for a standing of one probe's few repeats (a median of 5 heavy-tailed
+# windows strays further than a normal one: the simulator's false alarms say how far)
 MAD_TO_SD = 1.4826  # MAD x this estimates the standard deviation of normal noise
 MEDIAN_SE = 1.2533  # the standard error of a median of K normal values: this x sd / sqrt(K)
 COMPUTE, MATMUL, SUSTAINED, NODE = "compute", "matmul", "sustained", "node"
@@ -77,6 +81,7 @@ class Figures:
     rounds: Mapping[Pair, int] = field(default_factory=dict)  # the round each pair met in
     leaf_of: Mapping[str, str] = field(default_factory=dict)  # node -> leaf switch ({}: none)
     unreachable: Mapping[str, str] = field(default_factory=dict)  # node -> why its probe failed
+    retest_from: int = 0  # the first round of the retest step (0: none)
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ class Check:
     threshold: float  # fraction of the reference
     slow: bool
     repeats: int = 1
+    z: float = Z
 
     @property
     def error(self) -> float:
@@ -104,7 +110,7 @@ class Check:
     @property
     def noise(self) -> float:
         """How far below the reference noise may reach, in log units."""
-        return Z * math.hypot(self.between, self.error)
+        return self.z * math.hypot(self.between, self.error)
 
     @property
     def allowed(self) -> float:
@@ -164,7 +170,7 @@ def pooled_spread(series: Iterable[Sequence[float]]) -> float:
     return MAD_TO_SD * statistics.median(diffs) / math.sqrt(2) if diffs else 0.0
 
 
-def compare(series: Mapping, threshold: float) -> dict:
+def compare(series: Mapping, threshold: float, z: float = Z) -> dict:
     """item -> Check for every item with repeats; {} with fewer than MIN_NODES items."""
     usable = {key: list(values) for key, values in series.items()
               if values and all(v > 0 for v in values)}
@@ -188,7 +194,7 @@ def compare(series: Mapping, threshold: float) -> dict:
     out = {}
     for key, values in relative.items():
         check = Check(statistics.median(usable[key]), reference, standing[key] / middle,
-                      spread, between, threshold, False, len(values))
+                      spread, between, threshold, False, len(values), z)
         slow = check.beyond_threshold and -math.log(check.ratio) > check.noise
         out[key] = replace(check, slow=slow)
     return out
@@ -279,6 +285,23 @@ def combined_series(figures: Figures) -> dict[Unit, list[float]]:
     return out if len(lengths) == 1 else {}
 
 
+def by_step(pairs: Mapping[Pair, Sequence[float]], figures: Figures) -> dict:
+    """Pair figures of the retest step put on the first step's scale, repeat by repeat: each
+    step's repeat r over its median pair's, times the first step's median pair. A step runs at
+    another time than the other, so a drift moves all of its pairs alike; its rounds are full
+    (suspects, the good nodes they meet, the rest among themselves) so it has a median."""
+    if not figures.retest_from:
+        return dict(pairs)
+    steps = [{p: v for p, v in pairs.items()
+              if (figures.rounds.get(p, 0) >= figures.retest_from) == later}
+             for later in (False, True)]
+    relative = [relative_series(step) for step in steps]
+    if not all(relative):
+        return dict(pairs)
+    scale = statistics.median(statistics.median(v) for v in steps[0].values() if v)
+    return {p: [x * scale for x in v] for rel in relative for p, v in rel.items()}
+
+
 def decide(figures: Figures, threshold: float) -> Decision:
     """The verdicts over a vetting's figures; threshold is a fraction (0.1 for 10%)."""
     nodes = [n for n in figures.nodes if n not in figures.unreachable]
@@ -289,7 +312,7 @@ def decide(figures: Figures, threshold: float) -> Decision:
             f"{len(nodes)} reachable node{'s' if len(nodes) != 1 else ''}: with fewer than "
             f"{MIN_NODES} there is no majority to compare with, so figures only and no "
             "verdict",), {})
-    checks: dict[str, dict] = {kind: compare(getattr(figures, kind), threshold)
+    checks: dict[str, dict] = {kind: compare(getattr(figures, kind), threshold, Z_FEW)
                                for kind in COMPUTE_KINDS}
     checks[NODE] = compare(combined_series(figures), threshold) \
         if sum(bool(getattr(figures, k)) for k in COMPUTE_KINDS) > 1 else {}
@@ -311,7 +334,8 @@ def decide(figures: Figures, threshold: float) -> Decision:
             elif check.beyond_threshold and kind != NODE:
                 notes.append(near_miss_text(name, check, kind))
 
-    pairs = {p: v for p, v in figures.pairs.items() if not set(p) & set(figures.unreachable)}
+    pairs = by_step({p: v for p, v in figures.pairs.items()
+                     if not set(p) & set(figures.unreachable)}, figures)
     by_node = pairs_by_node(pairs)
     checks[NETWORK] = compare(network_series(nodes, pairs), threshold)
     fastest = compare(network_series(nodes, pairs, max), threshold)
@@ -360,7 +384,7 @@ def decide(figures: Figures, threshold: float) -> Decision:
             classes = {"": between_good}
     checks[LINK] = {}
     for group in classes.values():
-        checks[LINK].update(compare(group, threshold))
+        checks[LINK].update(compare(group, threshold, Z_FEW))
     if pairs and between_good and not checks[LINK]:
         notes.append(f"links: fewer than {MIN_NODES} pairs between nodes found fine, no link "
                      "verdict")
@@ -397,7 +421,9 @@ def decide(figures: Figures, threshold: float) -> Decision:
 def _uplinks(slow: Sequence[Pair], leaf_of: Mapping[str, str]
              ) -> list[tuple[tuple[str, ...], list[Pair]]]:
     """Slow pairs across leaves grouped by a leaf they share: a leaf with two or more of them
-    on different nodes of its own; leaves with the same slow pairs named together."""
+    (under destination routing a bad uplink port slows the cross-leaf pairs of the node whose
+    traffic it carries, and of its partners' positions); leaves with the same slow pairs named
+    together."""
     across = [p for p in slow if leaf_of.get(p[0]) != leaf_of.get(p[1])]
     by_leaf: dict[str, list[Pair]] = {}
     for pair in across:
@@ -407,8 +433,7 @@ def _uplinks(slow: Sequence[Pair], leaf_of: Mapping[str, str]
     taken: set[Pair] = set()
     for leaf in sorted(by_leaf, key=lambda k: -len(by_leaf[k])):
         ps = [p for p in by_leaf[leaf] if p not in taken]
-        own = {n for p in ps for n in p if leaf_of[n] == leaf}
-        if len(ps) < 2 or len(own) < 2:
+        if len(ps) < 2:
             continue
         same = tuple(k for k in by_leaf if k != leaf and set(by_leaf[k]) == set(ps))
         out.append(((leaf, *same), ps))
