@@ -201,7 +201,7 @@ def judge(kind: str, c: Cluster, f: Faults, d: verdict.Decision, t: Tally) -> No
     uplinks = [v for v in d.verdicts if v.kind == verdict.SLOW_UPLINK]
     faulty_nodes = set(f.node_slow) | f.nic
     explained = faulty_nodes | {n for p in f.links for n in p}
-    for leaf, spine in f.uplinks:  # nodes whose cross pairs an uplink fault slows
+    for _leaf, spine in f.uplinks:  # nodes whose cross pairs an uplink fault slows
         explained |= {n for n in c.nodes if c.position[n] == spine}
     for node in f.node_slow:
         t.injected[kind] += 1

@@ -34,10 +34,10 @@ nodes are then compared with their median (with a topology: pairs inside a leaf 
 inside leaves, pairs across leaves with pairs across). Slow pairs across leaves that share a
 leaf, two or more of them whose nodes' pairs inside their leaves are fine, are a **slow
 uplink** of that leaf (under destination routing a bad uplink port slows every cross-leaf pair
-of the node whose traffic arrives on it) (with two leaves every such pair runs between the same two: both named,
-the measurements cannot tell the sides apart); any other slow pair is a **slow link** (its
-two nodes' other pairs are fine). A node whose probe failed, crashed or hung is
-**unreachable**. Slow compute, network and unreachable nodes are cordoned; a slow link's or
+of the node whose traffic arrives on it; with two leaves every such pair runs between the
+same two: both named, the measurements cannot tell the sides apart); any other slow pair is a
+**slow link** (its two nodes' other pairs are fine). A node whose probe failed, crashed or
+hung is **unreachable**. Slow compute, network and unreachable nodes are cordoned; a slow link's or
 uplink's nodes kept. With fewer than 3 nodes there is no majority to compare with: figures
 only.
 """
