@@ -40,6 +40,116 @@ def test_round_robin_small_and_bad_inputs():
         schedule.rounds(["a", "a", "b"])
 
 
+# ------------------------------------------------------------------ topology and the constant schedule
+
+TOPOLOGY_CONF = """# two leaves under one top switch
+SwitchName=s0 Nodes=sb[1-4]
+SwitchName=s1 Nodes=sb[5-8]   # the second rack
+SwitchName=top Switches=s[0-1]
+"""
+SCONTROL_TOPOLOGY = """SwitchName=s0 Level=0 LinkSpeed=1 Nodes=sb[1-4]
+SwitchName=s1 Level=0 LinkSpeed=1 Nodes=sb[5-8]
+SwitchName=top Level=1 LinkSpeed=1 Nodes=sb[1-8] Switches=s[0-1]
+"""
+EIGHT = tuple(f"sb{i}" for i in range(1, 9))
+
+
+@pytest.mark.parametrize("text", [TOPOLOGY_CONF, SCONTROL_TOPOLOGY])
+def test_topology_conf_and_scontrol_output_give_the_same_leaves(text):
+    from scalebench.vet import topology
+
+    found = topology.parse(text, "t")
+    assert dict(found.leaves) == {"s0": EIGHT[:4], "s1": EIGHT[4:]}
+    part = topology.for_nodes(found, ["sb2", "sb3", "sb6", "sb7", "sb8"])
+    assert dict(part.leaves) == {"s0": ("sb2", "sb3"), "s1": ("sb6", "sb7", "sb8")}
+
+
+@pytest.mark.parametrize("text,nodes,message", [
+    ("SwitchName=s0 Nodes=sb[1-4]\n", EIGHT,
+     "topology: t does not cover the allocation: sb5, sb6, sb7, sb8 in no leaf switch"),
+    ("SwitchName=s0 Nodes=sb[1-4]\nSwitchName=s1 Nodes=sb[4-8]\n", EIGHT,
+     "topology: node 'sb4' named twice (t: leaf switches 's0' and 's1')"),
+    ("SwitchName=s0 Nodes=sb[1-8]\nSwitchName=s0 Nodes=x1\n", EIGHT,
+     "topology: t line 2: switch 's0' named twice"),
+    ("Nodes=sb[1-8]\n", EIGHT, "topology: t line 1: every line names a switch"),
+    ("SwitchName=s0 Nodes sb1\n", EIGHT, "topology: t line 1: expected KEY=VALUE words"),
+])
+def test_bad_topology_is_one_line_naming_the_field(text, nodes, message):
+    from scalebench.vet import topology
+
+    with pytest.raises(UserError) as err:
+        topology.for_nodes(topology.parse(text, "t"), nodes)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value), err.value
+
+
+def _met(rounds):
+    return [frozenset(p) for r in rounds for p in r]
+
+
+@pytest.mark.parametrize("leaves,k", [(2, 5), (3, 5), (4, 6), (5, 5), (2, 3), (1, 4)])
+def test_leaf_schedule_pairs_inside_leaves_then_shifts_across_sharing_no_uplink(leaves, k):
+    size = 6
+    tree = {f"s{j}": tuple(f"n{j}_{i}" for i in range(size)) for j in range(leaves)}
+    leaf_of = {n: leaf for leaf, nodes in tree.items() for n in nodes}
+    position = {n: i for nodes in tree.values() for i, n in enumerate(nodes)}
+    rounds = schedule.leaf_rounds(tree, k)
+    assert len(rounds) == k
+    met = _met(rounds)
+    assert len(met) == len(set(met))  # every node meets distinct partners
+    intra = k if leaves == 1 else min(schedule.INTRA_ROUNDS, k - 1)
+    for number, r in enumerate(rounds):
+        busy = [n for p in r for n in p]
+        assert len(busy) == len(set(busy))  # disjoint pairs
+        across = [p for p in r if leaf_of[p[0]] != leaf_of[p[1]]]
+        if number < intra:
+            assert not across and len(r) == leaves * size // 2
+            continue
+        talks: dict[str, set] = {}
+        for a, b in across:
+            talks.setdefault(leaf_of[a], set()).add(leaf_of[b])
+            talks.setdefault(leaf_of[b], set()).add(leaf_of[a])
+        assert all(len(v) == 1 for v in talks.values())  # one partner leaf per round
+        for leaf in talks:  # the partners' positions differ: no shared uplink
+            positions = [position[b if leaf_of[a] == leaf else a] for a, b in across
+                         if leaf in (leaf_of[a], leaf_of[b])]
+            assert len(positions) == len(set(positions))
+
+
+def test_without_topology_k_rounds_of_distinct_partners_and_auto_keeps_small_tournaments():
+    nodes = [f"n{i}" for i in range(40)]
+    found = schedule.choose(nodes, "auto", 5)
+    assert found.kind == "rounds" and len(found.rounds) == 5
+    assert all(len(r) == 20 for r in found.rounds)
+    met = _met(found.rounds)
+    assert len(met) == len(set(met)) == 100
+    assert schedule.choose(nodes, "all").kind == "all"
+    assert len(schedule.choose(nodes, "all").rounds) == 39
+    small = schedule.choose(nodes[:6], "auto", 5)  # 5 rounds either way: every pair
+    assert small.kind == "all" and len(small.rounds) == 5
+    assert schedule.choose(nodes[:8], "auto", 5).kind == "rounds"
+    tree = {"s0": tuple(nodes[:4]), "s1": tuple(nodes[4:8])}
+    assert schedule.choose(nodes[:8], "few", 5, tree).kind == "leaves"
+    with pytest.raises(UserError, match="rounds: expected an integer >= 1, got 0"):
+        schedule.choose(nodes, "auto", 0)
+
+
+def test_retests_pair_each_suspect_with_unmet_good_nodes_of_its_leaf_first():
+    tree = {"s0": ("a1", "a2", "a3", "a4"), "s1": ("b1", "b2", "b3", "b4")}
+    leaf_of = {n: leaf for leaf, nodes in tree.items() for n in nodes}
+    met = [("a1", "a2"), ("a1", "b1")]
+    good = ["a2", "a3", "a4", "b1", "b2", "b3"]
+    rounds = schedule.retests(["a1", "b4"], good, met, leaf_of)
+    assert len(rounds) == 2
+    for r in rounds:
+        busy = [n for p in r for n in p]
+        assert len(busy) == len(set(busy))
+    mine = [p for r in rounds for p in r if "a1" in p]
+    partners = [n for p in mine for n in p if n != "a1"]
+    assert partners == ["a3", "a4"]  # unmet, in its own leaf
+    assert {frozenset(p) for p in met}.isdisjoint(_met(rounds))
+    assert [n for p in rounds[0] for n in p if "b4" in p and n != "b4"][0] in tree["s1"]
+
+
 # ------------------------------------------------------------------ host lists
 
 
@@ -191,6 +301,114 @@ def test_a_slow_gpu_inside_a_node_names_the_gpu():
     assert "median device's" in v.because
 
 
+def _tree_figures(slow_pairs=(), noise=0.01, leaves=2, size=4, seed=2):
+    """Healthy figures over `leaves` leaves of `size`, 5 repeats, the 5-round leaf schedule;
+    slow_pairs at 70%."""
+    import math
+    import random
+
+    rng = random.Random(seed)
+    tree = {f"s{j}": tuple(f"n{j}{i}" for i in range(size)) for j in range(leaves)}
+    nodes = tuple(n for v in tree.values() for n in v)
+    rounds = schedule.leaf_rounds(tree, 5)
+
+    def rep(rate):
+        return [rate * math.exp(rng.gauss(0, noise)) for _ in range(5)]
+
+    pairs = {p: rep(7e8 if p in slow_pairs else 1e9) for r in rounds for p in r}
+    return Figures(nodes, {(n, 0): rep(20.0) for n in nodes}, {(n, 0): rep(5e10) for n in nodes},
+                   pairs, {(n, 0): rep(5e10) for n in nodes},
+                   {p: i for i, r in enumerate(rounds, 1) for p in r},
+                   {n: leaf for leaf, v in tree.items() for n in v}), rounds
+
+
+def test_slow_cross_pairs_of_one_node_are_its_leafs_uplink_and_nobody_is_cordoned():
+    """Three leaves: node n01's pairs to the other leaves are slow (the uplink its traffic
+    arrives on), its pairs inside leaf s0 fine: a slow uplink of s0, no node cordoned."""
+    base, rounds = _tree_figures(leaves=3)
+    slow = [p for r in rounds for p in r if "n01" in p and p[1][1] != "0"]
+    assert len(slow) >= 2
+    figs, _ = _tree_figures(slow_pairs=slow, leaves=3)
+    decision = verdict.decide(figs, 0.10)
+    [v] = decision.verdicts
+    assert (v.kind, v.switches, v.cordon) == ("slow uplink", ("s0",), False)
+    assert set(v.pairs) == set(slow) and v.rounds == tuple(figs.rounds[p] for p in v.pairs)
+    assert decision.cordoned == {}
+
+
+def test_a_node_whose_probe_failed_is_cordoned_as_unreachable_and_the_rest_judged():
+    import dataclasses
+
+    base = figures(compute={"sb3": 10.0})
+    figs = dataclasses.replace(
+        base, unreachable={"sb2": "its node probe failed on it alone: killed"},
+        compute={u: v for u, v in base.compute.items() if u[0] != "sb2"},
+        matmul={u: v for u, v in base.matmul.items() if u[0] != "sb2"},
+        pairs={p: v for p, v in base.pairs.items() if "sb2" not in p})
+    decision = verdict.decide(figs, 0.10)
+    assert decision.cordoned["sb2"].startswith("unreachable: its node probe failed")
+    assert list(decision.cordoned) == ["sb2", "sb3"]
+    assert decision.vetted(NODES) == ["sb1", "sb4"]
+
+
+def test_a_retest_step_that_ran_slower_throughout_names_no_link():
+    """The retest step runs later: a drift moves all its pairs alike (here 30% slower). Put on
+    the first step's scale it names nothing; taken raw, its pairs would be slow links."""
+    import dataclasses
+
+    figs, rounds = _tree_figures(size=6)
+    later = {("n00", "n03"): [7e8] * 5, ("n01", "n04"): [7.1e8] * 5, ("n02", "n05"): [6.9e8] * 5,
+             ("n10", "n13"): [7e8] * 5}
+    more = dataclasses.replace(figs, pairs={**figs.pairs, **later},
+                               rounds={**figs.rounds, **{p: 6 for p in later}})
+    assert [v.kind for v in verdict.decide(more, 0.10).verdicts] == ["slow link"] * 4
+    fixed = dataclasses.replace(more, retest_from=6)
+    assert verdict.decide(fixed, 0.10).verdicts == ()
+
+
+def test_three_probes_together_find_a_node_none_of_them_finds_alone():
+    """4% slower on every compute probe at 2% noise: beyond the 3% threshold, within what one
+    probe's 5 repeats allow, beyond what 15 repeats of three probes allow."""
+    import math
+    import random
+
+    rng = random.Random(4)
+    nodes = tuple(f"n{i}" for i in range(32))
+
+    def rep(rate):
+        return [rate * math.exp(rng.gauss(0, 0.02)) for _ in range(5)]
+
+    rates = {n: 0.96 if n == "n7" else 1.0 for n in nodes}
+    figs = Figures(nodes, {(n, 0): rep(rates[n]) for n in nodes},
+                   {(n, 0): rep(rates[n]) for n in nodes}, {},
+                   {(n, 0): rep(rates[n]) for n in nodes})
+    decision = verdict.decide(figs, 0.03)
+    assert [c.slow for k in verdict.COMPUTE_KINDS for c in [decision.checks[k][("n7", 0)]]] \
+        == [False] * 3
+    [v] = decision.verdicts
+    assert v.nodes == ("n7",) and v.because.startswith("its compute probes together 9")
+
+
+def test_the_simulator_runs_the_real_schedule_and_verdict_and_prints_the_json_fields(capsys):
+    import json
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent.parent / "benchmarks"))
+    import vet_scale
+
+    assert vet_scale.main(["--smoke", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["nodes"] for r in rows] == [16, 64]
+    for row in rows:
+        assert row["network_rounds"] <= 8 and row["wall_seconds"] > 0
+        assert set(row["found"]) == set(vet_scale.FAULTS)
+        assert row["found"]["slow_node_20"] == 1.0
+        assert 0.9 <= row["component_right"] <= 1.0
+        assert row["false_alarms_per_10k"] >= 0
+    assert rows[0]["found"]["slow_uplink"] is None  # one leaf of 16: no uplink
+    assert rows[1]["found"]["slow_uplink"] > 0.9
+
+
 # ------------------------------------------------------------------ bad input, one line
 
 
@@ -217,6 +435,13 @@ FAKE_JOB = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "sb[1-4]", "SLURM_JOB_CPU
      "inject_node_slowdown: unknown node 'sb9'; the allocation's nodes: sb1, sb2, sb3, sb4"),
     (["vet", "--inject-link-delay", "sb1:sb1:0.1"], FAKE_JOB, "inject_link_delay: two different"),
     (["vet", "--repeats", "1"], FAKE_JOB, "repeats: expected an integer >= 2"),
+    (["vet", "--rounds", "0"], FAKE_JOB, "rounds: expected an integer >= 1, got 0"),
+    (["vet", "--pairs", "some"], FAKE_JOB, "pairs: unknown value 'some'; allowed: auto, all, few"),
+    (["vet", "--inject-probe-kill", "sb7"], FAKE_JOB,
+     "inject_probe_kill: unknown node 'sb7'; the allocation's nodes: sb1, sb2, sb3, sb4"),
+    (["vet", "--topology", "TOPO"], FAKE_JOB,
+     "topology: TOPO does not cover the allocation: sb3, sb4 in no leaf switch"),
+    (["vet", "--topology", "TWICE"], FAKE_JOB, "topology: node 'sb2' named twice"),
     (["sweep", "--vet", "--frameworks", "ddp"], FAKE_JOB,
      "vet: vetting places runs on the nodes of a Slurm allocation; use it with launcher slurm"),
 ])
@@ -225,6 +450,9 @@ def test_bad_vet_input_is_one_line_naming_the_field(argv, env, message, monkeypa
     from scalebench import cli
 
     _slurm_env(monkeypatch, **env)
+    (tmp_path / "TOPO").write_text("SwitchName=s0 Nodes=sb[1-2]\n")
+    (tmp_path / "TWICE").write_text("SwitchName=s0 Nodes=sb[1-2]\nSwitchName=s1 Nodes=sb[2-4]\n")
+    monkeypatch.chdir(tmp_path)
     code = cli.main([*argv, "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and message in err, err
