@@ -1,6 +1,7 @@
-"""Node vetting: the tournament schedule, the verdict rule on fabricated figures and the host
-lists (fast); then `scalebench vet` and `sweep --vet` on a real 4-node private Slurm cluster
-(slow, one cluster for the whole module)."""
+"""Node vetting: the schedules (tournament, leaves, K rounds, retests), topology parsing, the
+verdict rule on fabricated figures, the simulator and the host lists (fast); then `scalebench
+vet` and `sweep --vet` on a real 8-node private Slurm cluster of two leaf switches (slow, one
+cluster for the whole module)."""
 
 from __future__ import annotations
 
@@ -476,10 +477,13 @@ def test_a_vet_file_holds_for_its_own_job_only(monkeypatch, tmp_path):
         files.load(tmp_path / "vet.json", other)
 
 
-# ------------------------------------------------------------------ real Slurm: 4 nodes
-# One private 4-node cluster (scripts/slurm_local.sh) for every test below. Its nodes share
+# ------------------------------------------------------------------ real Slurm: 8 nodes, 2 leaves
+# One private 8-node cluster with a tree topology of two leaf switches (scripts/slurm_local.sh
+# writes topology.conf: leaf1 = sb[1-4], leaf2 = sb[5-8]) for every test below. Its nodes share
 # this machine's cores, so the vetting probes them one at a time. Probes as small as still
-# show a 50% slowdown: Inception V3 at 75 px, batch 2, 2 steps per window, 5 repeats.
+# show a 50% slowdown: Inception V3 at 75 px, batch 2, 2 steps per window, 5 repeats, half a
+# second of sustained GEMM. 8 nodes and the default 5 rounds: the leaf schedule (2 rounds inside
+# the leaves, 3 across), 20 pairs instead of the tournament's 28.
 
 # Pair busbw here moves by up to 2x between windows seconds apart (gloo over loopback on 2
 # shared cores: 58-112 ms for the same 40 allreduces of 2 MB, two ranks alone), so 5 repeats
@@ -488,14 +492,15 @@ def test_a_vet_file_holds_for_its_own_job_only(monkeypatch, tmp_path):
 NETWORK_THRESHOLD = ("--threshold", "35")
 TINY_VET = {"model": "inception_v3", "image_size": 75, "batch_size": 2, "warmup": 1, "iters": 2,
             "repeats": 5, "matmul_size": 384, "matmul_iters": 10, "allreduce_size": "2M",
-            "allreduce_iters": 5, "timeout": 300}
+            "allreduce_iters": 5, "timeout": 300, "sustained": 0.5}
+ALL = [f"sb{i}" for i in range(1, 9)]
 
 
 @pytest.fixture(scope="module")
-def four_nodes():
+def two_leaves():
     from tests.test_slurm import _start_cluster, _stop_cluster
 
-    base = _start_cluster(4)
+    base = _start_cluster(8, leaves=2)
     yield base / "slurm.conf"
     _stop_cluster(base)
 
@@ -509,7 +514,7 @@ def _vet(conf, out, *extra: str):
 
     wait_until_quiet()  # the test before may still be exiting: its load is not a node's
 
-    cmd = ["salloc", "-N4", "--quiet", sys.executable, "-m", "scalebench", "vet", "--out",
+    cmd = ["salloc", "-N8", "--quiet", sys.executable, "-m", "scalebench", "vet", "--out",
            str(out), "--quiet", *flags(TINY_VET)]
     return subprocess.run(cmd + list(extra), capture_output=True, text=True,
                           env=slurm_env(conf), timeout=600)
@@ -521,45 +526,84 @@ def _vet_json(out):
     return json.loads((out / "vet.json").read_text())
 
 
+def _printed_rounds(stdout: str) -> dict[int, list[list[str]]]:
+    """The rounds the command printed: 'vet:   round 3: sb1-sb5 sb2-sb6' -> {3: [[sb1, sb5], ..]}."""
+    import re
+
+    out = {}
+    for number, pairs in re.findall(r"^vet:   round (\d+): (.*)$", stdout, re.M):
+        out[int(number)] = [p.split("-") for p in pairs.split()]
+    return out
+
+
+def _rounds_run(doc) -> dict[int, list[list[str]]]:
+    out: dict[int, list] = {}
+    for p in doc["pairs"]:
+        out.setdefault(p["round"], []).append(p["nodes"])
+    return out
+
+
 @pytest.mark.slow
 @pytest.mark.serial  # its verdicts compare timings across nodes sharing these cores
-def test_vet_without_a_fault_cordons_no_node(four_nodes, tmp_path):
-    proc = _vet(four_nodes, tmp_path, *NETWORK_THRESHOLD)
+def test_vet_on_two_leaves_without_a_fault_cordons_no_node_and_runs_the_printed_rounds(
+        two_leaves, tmp_path):
+    proc = _vet(two_leaves, tmp_path, *NETWORK_THRESHOLD)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = _vet_json(tmp_path)
     assert doc["status"] == "ok" and doc["decided"] and doc["faults"] == {}
-    assert doc["cordoned"] == {} and doc["vetted"] == ["sb1", "sb2", "sb3", "sb4"]
-    assert (tmp_path / "vetted-nodes.txt").read_text() == "sb[1-4]\n"
+    assert doc["cordoned"] == {} and doc["vetted"] == ALL, doc["verdicts"]
+    assert (tmp_path / "vetted-nodes.txt").read_text() == "sb[1-8]\n"
     assert (tmp_path / "cordoned-nodes.txt").read_text() == ""
     assert not doc["probing"]["together"]  # the nodes share this machine: one at a time
-    assert [s["probe"] for s in doc["steps"]] == ["nodes", "pairs"]  # two job steps
-    assert len(doc["pairs"]) == 6 and {p["round"] for p in doc["pairs"]} == {1, 2, 3}
+    # Slurm's own topology (scontrol show topology), two leaves
+    assert doc["topology"] == {"source": "scontrol show topology",
+                               "leaves": {"leaf1": ALL[:4], "leaf2": ALL[4:]}}
+    assert doc["schedule"]["kind"] == "leaves" and len(doc["schedule"]["rounds"]) == 5
+    assert _rounds_run(doc) == _printed_rounds(proc.stdout) == {
+        i: r for i, r in enumerate(doc["schedule"]["rounds"] + doc["schedule"]["retest_rounds"],
+                                   start=1)}
+    assert len(doc["pairs"]) >= 20 and doc["schedule"]["network_rounds"] <= 7
+    for number, pairs in _rounds_run(doc).items():  # inside the leaves first, then across
+        across = [p for p in pairs if (p[0] in ALL[:4]) != (p[1] in ALL[:4])]
+        assert (not across) if number <= 2 else number > 5 or len(across) == 4
     for info in doc["nodes"].values():
         [device] = info["devices"]
         assert len(device["compute_images_per_sec"]) == 5 and device["threads"] == 1
+        assert len(device["sustained_flops_per_sec"]) == 5
+        assert len(info["partners"]) >= 5
     html = (tmp_path / "vet.html").read_text()
-    assert "data:image/png;base64" in html and "No slow node" in html
-    assert "vet nodes on 4 nodes" in proc.stdout and "vetted: sb[1-4]" in proc.stdout
+    assert "data:image/png;base64" in html and "No slow node" in html and "round 3: " in html
+    assert "vet nodes on 8 nodes" in proc.stdout and "vetted: sb[1-8]" in proc.stdout
 
 
 @pytest.mark.slow
 @pytest.mark.serial  # its verdicts compare timings across nodes sharing these cores
-def test_vet_finds_a_delayed_link_and_keeps_both_nodes(four_nodes, tmp_path):
-    proc = _vet(four_nodes, tmp_path, "--inject-link-delay", "sb1:sb2:0.02", *NETWORK_THRESHOLD)
+def test_vet_names_a_delayed_link_across_leaves_and_keeps_both_nodes(two_leaves, tmp_path):
+    topo = tmp_path / "topology.conf"  # the same leaves, given as a file
+    topo.write_text("SwitchName=a Nodes=sb[1-4]\nSwitchName=b Nodes=sb[5-8]\n")
+    out = tmp_path / "out"
+    proc = _vet(two_leaves, out, "--inject-link-delay", "sb1:sb5:0.02", "--topology", str(topo),
+                *NETWORK_THRESHOLD)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    doc = _vet_json(tmp_path)
-    assert doc["faults"] == {"link_delay_seconds": {"sb1:sb2": 0.02}}
+    doc = _vet_json(out)
+    assert doc["faults"] == {"link_delay_seconds": {"sb1:sb5": 0.02}}
+    assert doc["topology"]["source"] == str(topo)
     links = [v for v in doc["verdicts"] if v["kind"] == "slow link"]
-    assert [v["nodes"] for v in links] == [["sb1", "sb2"]], doc["verdicts"]
-    assert doc["cordoned"] == {} and doc["vetted"] == ["sb1", "sb2", "sb3", "sb4"]
+    assert [v["nodes"] for v in links] == [["sb1", "sb5"]], doc["verdicts"]
+    [link] = links
+    assert link["pairs"] == [["sb1", "sb5"]] and link["rounds"] == [3]  # the first cross round
+    assert doc["cordoned"] == {} and doc["vetted"] == ALL
+    assert _rounds_run(doc) == _printed_rounds(proc.stdout)
 
 
 @pytest.mark.slow
 @pytest.mark.serial  # its verdicts compare timings across nodes sharing these cores
-def test_sweep_vets_first_cordons_the_slowed_node_and_runs_without_it(four_nodes, tmp_path):
-    """`sweep --launcher slurm --vet` with sb3 slowed by 50% (the workload's [vet] table): only
-    sb3 is cordoned, as a slow compute node; the 3-worker run goes on sb1, sb2 and sb4, the
-    4-worker run is skipped with the reason, every record says which vetting placed it."""
+def test_sweep_vets_first_cordons_a_slowed_and_a_dead_node_and_runs_on_the_rest(two_leaves,
+                                                                               tmp_path):
+    """`sweep --launcher slurm --vet` with sb5 slowed by 50% and sb1's node probe killed (the
+    workload's [vet] table): sb1 is cordoned as unreachable, sb5 as a slow compute node, the
+    others kept; the 2-worker run goes on sb2 and sb3, the 8-worker run is skipped with the
+    reason, every record says which vetting placed it."""
     import json
     import subprocess
     import sys
@@ -568,37 +612,43 @@ def test_sweep_vets_first_cordons_the_slowed_node_and_runs_without_it(four_nodes
     from tests.test_slurm import slurm_env
 
     vet = {k: v for k, v in TINY_VET.items() if k not in ("model", "image_size", "batch_size")}
-    lines = ["[sweep]", 'models = ["inception_v3"]', 'frameworks = ["ddp"]', "workers = [3, 4]",
+    lines = ["[sweep]", 'models = ["inception_v3"]', 'frameworks = ["ddp"]', "workers = [2, 8]",
              *(f"{k} = {json.dumps(v)}" for k, v in TINY.items()), "breakdown = false",
-             "[vet]", 'inject_node_slowdown = "sb3:0.5"',
+             "[vet]", 'inject_node_slowdown = "sb5:0.5"', 'inject_probe_kill = "sb1"',
              *(f"{k} = {json.dumps(v)}" for k, v in vet.items())]
     workload = tmp_path / "vetted.toml"
     workload.write_text("\n".join(lines) + "\n")
     out = tmp_path / "sweep"
-    proc = subprocess.run(["salloc", "-N4", "--quiet", sys.executable, "-m", "scalebench",
+    proc = subprocess.run(["salloc", "-N8", "--quiet", sys.executable, "-m", "scalebench",
                            "sweep", str(workload), "--launcher", "slurm", "--vet", "--out",
                            str(out), "--quiet"], capture_output=True, text=True,
-                          env=slurm_env(four_nodes), timeout=900)
+                          env=slurm_env(two_leaves), timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = _vet_json(out / "vet")
-    assert doc["faults"] == {"node_slowdown": {"sb3": 0.5}}
+    assert doc["status"] == "ok"
+    assert doc["faults"] == {"probe_kill": ["sb1"], "node_slowdown": {"sb5": 0.5}}
     assert doc["settings"]["model"] == "inception_v3"  # the sweep's model, batch and size
-    [slow] = [v for v in doc["verdicts"] if v["cordon"]]
-    assert (slow["kind"], slow["nodes"]) == ("slow compute node", ["sb3"]), doc["verdicts"]
-    assert list(doc["cordoned"]) == ["sb3"] and doc["vetted"] == ["sb1", "sb2", "sb4"]
-    assert (out / "vet" / "cordoned-nodes.txt").read_text() == "sb3\n"
-    three, four = read_records(out / "results.jsonl")
-    assert three["status"] == "ok", three["error"]
-    assert three["scheduler"]["nodes"] == ["sb1", "sb2", "sb4"]
-    assert three["scheduler"]["nodelist"] == "sb[1-2,4]"
-    assert four["status"] == "skipped" and four["world_size"] == 4
-    assert four["error"].startswith(f"vetting {doc['id']}: 4 workers need 4 nodes, 3 of the 4 "
-                                    "remain vetted (sb3 cordoned (slow compute node))")
-    for record in (three, four):
+    assert [(v["kind"], v["nodes"]) for v in doc["verdicts"] if v["cordon"]] == [
+        ("unreachable", ["sb1"]), ("slow compute node", ["sb5"])], doc["verdicts"]
+    assert list(doc["unreachable"]) == ["sb1"] and "killed" in doc["unreachable"]["sb1"].lower()
+    assert list(doc["cordoned"]) == ["sb1", "sb5"]
+    assert doc["vetted"] == ["sb2", "sb3", "sb4", "sb6", "sb7", "sb8"]
+    assert (out / "vet" / "cordoned-nodes.txt").read_text() == "sb[1,5]\n"
+    # the node probes split in halves until sb1 stood alone; no pair includes it
+    node_steps = [s for s in doc["steps"] if s["probe"] == "nodes"]
+    assert [s["status"] for s in node_steps][0] == "failed"
+    assert any(s["nodes"] == ["sb1"] and s["status"] == "failed" for s in node_steps)
+    assert all("sb1" not in p["nodes"] for p in doc["pairs"])
+    two, eight = read_records(out / "results.jsonl")
+    assert two["status"] == "ok", two["error"]
+    assert two["scheduler"]["nodes"] == ["sb2", "sb3"]
+    assert eight["status"] == "skipped" and eight["world_size"] == 8
+    assert eight["error"].startswith(f"vetting {doc['id']}: 8 workers need 8 nodes, 6 of the 8 "
+                                     "remain vetted (sb1 cordoned (unreachable); sb5 cordoned "
+                                     "(slow compute node))"), eight["error"]
+    for record in (two, eight):
         assert record["vetting"]["id"] == doc["id"]
-        assert list(record["vetting"]["excluded"]) == ["sb3"]
-    report = (out / "report.md").read_text()
-    assert f"Vetting {doc['id']} (Slurm job {doc['allocation']['job_id']}) left out sb3 " in report
+        assert list(record["vetting"]["excluded"]) == ["sb1", "sb5"]
 
 
 def test_runs_go_on_vetted_nodes_and_one_that_needs_more_is_unplaced(monkeypatch):
