@@ -33,7 +33,7 @@ class VetOptions:
     batch_size: int = 32  # images per step of the compute probe
     precision: str = "fp32"
     device: str = "auto"
-    repeats: int = 5
+    repeats: int = 7
     threshold: float = 10.0  # percent below the median
     warmup: int = 2  # untimed compute steps before the first window
     iters: int = 5  # compute steps per window
