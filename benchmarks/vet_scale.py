@@ -33,7 +33,7 @@ cordoned; uplink -> slow uplink naming that leaf, no node cordoned). Then the go
 
 Cost model (seconds; GPU cluster, 8 GPUs a node; stated, not measured): a Slurm step's launch
 20 + 0.02 per node; a training step 0.35; the vetting: node step (launch, model build 10,
-compute 5 x (warmup 2 + iters 5) steps, GEMMs, the sustained GEMM 30), pair step (launch,
+compute repeats x (warmup 2 + iters 5) steps, the sustained GEMM 30), pair step (launch,
 communicator set-up 2 per round, repeats x (1 + 5) allreduces of 64 MiB at 12.5 GB/s), a retest
 step when there are suspects. A default sweep (workloads/default.toml's 3 models x 3
 frameworks) scaled from 1 GPU to all of them in doublings: per run a launch, a communicator
