@@ -6,6 +6,7 @@ Each probe is a Slurm step through the executor, all into one results.jsonl."""
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import sys
 import time
@@ -216,19 +217,64 @@ class Steps:
         return done.records[-1] if done.records else None
 
 
-def probe_nodes(steps: Steps, make_job, nodes: Sequence[str], run_id: str) -> dict[str, str]:
-    """The node probes of these nodes in one step; where it fails, each half in its own step,
-    down to single nodes: node -> why for every node whose probe failed alone on it. A node that
-    dies or hangs under its probe costs 2 log2(N) steps more, not the vetting."""
-    record = steps.run(make_job(nodes, run_id))
-    if record is None or record["status"] == "ok":
-        return {}
+# srun names the task that failed first; the others it ended itself (--kill-on-bad-exit) say
+# "Terminated"
+FIRST_FAILED = re.compile(r"^srun: error: (\S+): tasks? [\d,\-]+: (?!Terminated)", re.M)
+
+
+def first_failed(record: dict, out_dir: Path, nodes: Sequence[str]) -> str | None:
+    """The node srun says a task failed on first (not one it ended itself), or None."""
+    try:
+        text = (out_dir / "runs" / record["run_id"] / "stderr.log").read_text(errors="replace")
+    except OSError:
+        text = record.get("stderr_tail") or ""
+    for match in FIRST_FAILED.finditer(text):
+        if match.group(1) in nodes:
+            return match.group(1)
+    return None
+
+
+def isolate(steps: Steps, make_job, failed: dict, nodes: Sequence[str], run_id: str
+            ) -> dict[str, str]:
+    """The nodes of a failed node step whose probe fails alone on them: node -> why. The node
+    srun names first is tried alone first; if none is named, or it passes alone, the nodes are
+    split in halves, each its own step, down to single nodes (a hang: 2 log2(N) steps)."""
     if len(nodes) == 1:
-        return {nodes[0]: f"its node probe {record['status']} on it alone: {record['error']}"}
+        return {nodes[0]: f"its node probe {failed['status']} on it alone: {failed['error']}"}
+    named = first_failed(failed, steps.out_dir, nodes)
+    if named:
+        alone = steps.run(make_job([named], f"{run_id}-{named}"))
+        if alone is not None and alone["status"] != "ok":
+            return isolate(steps, make_job, alone, [named], run_id)
+    out: dict[str, str] = {}
     half = (len(nodes) + 1) // 2
-    out = probe_nodes(steps, make_job, nodes[:half], f"{run_id}a")
-    out.update(probe_nodes(steps, make_job, nodes[half:], f"{run_id}b"))
+    for part, tag in ((nodes[:half], "a"), (nodes[half:], "b")):
+        record = steps.run(make_job(part, f"{run_id}{tag}"))
+        if record is not None and record["status"] != "ok":
+            out.update(isolate(steps, make_job, record, part, f"{run_id}{tag}"))
     return out
+
+
+def probe_nodes(steps: Steps, make_job, nodes: Sequence[str], run_id: str
+                ) -> tuple[dict[str, str], str | None]:
+    """The node probes of all nodes in one step; where it fails, the nodes that fail alone are
+    found (isolate) and the others probed again in one step, so that every node's figures come
+    from one step. (node -> why unreachable, why the node probes failed as a whole or None)."""
+    unreachable: dict[str, str] = {}
+    left = list(nodes)
+    for attempt in range(len(nodes)):
+        record = steps.run(make_job(left, f"{run_id}{attempt or ''}"))
+        if record is None or record["status"] == "ok":
+            return unreachable, None
+        found = isolate(steps, make_job, record, left, f"{run_id}{attempt or ''}")
+        if not found:
+            return unreachable, (f"node probes {record['status']} on {len(left)} nodes, while "
+                                 f"every part passed alone: {record['error']}")
+        unreachable.update(found)
+        left = [n for n in left if n not in found]
+        if not left:
+            return unreachable, "no node could be probed"
+    return unreachable, None
 
 
 def rounds_text(rounds: Sequence[Sequence[tuple[str, str]]], first: int = 1) -> list[str]:
@@ -267,19 +313,19 @@ def run_vet(options: VetOptions, out_dir: Path, stream: TextIO | None = None,
     stream.flush()
     start = time.monotonic()
     steps = Steps(device, out_dir, stream, live)
-    unreachable = probe_nodes(steps, node_job, list(alloc.nodes), f"vet-{stamp}-nodes")
+    unreachable, failed = probe_nodes(steps, node_job, list(alloc.nodes), f"vet-{stamp}-nodes")
     for node, why in unreachable.items():
         stream.write(f"vet: {node} unreachable ({why}); the vetting goes on without it\n")
     reachable = [n for n in alloc.nodes if n not in unreachable]
     reach_tree = topology.for_nodes(tree, reachable) if tree else None
     course = Course(plan.pair_schedule(options, reachable, reach_tree), reach_tree,
-                    unreachable=unreachable)
+                    unreachable=unreachable, failures=[failed] if failed else [])
     stream.write(f"vet: schedule: {course.schedule.why}\n")
     for line in rounds_text(course.schedule.rounds):
         stream.write(f"vet:   {line}\n")
     stream.flush()
     leaf_of = reach_tree.leaf_of() if reach_tree else {}
-    if course.schedule.rounds:
+    if course.schedule.rounds and not course.failures:
         pairs = steps.run(plan.pair_job(options, alloc, device, share, reachable,
                                         course.schedule.rounds, 1, f"vet-{stamp}-pairs"))
         if pairs is not None and pairs["status"] != "ok":
@@ -307,8 +353,6 @@ def run_vet(options: VetOptions, out_dir: Path, stream: TextIO | None = None,
             decision = verdict.decide(figures, options.threshold / 100)
     if steps.interrupted:
         course.failures.append("interrupted")
-    if not reachable:
-        course.failures.append("no node could be probed")
     wall = time.monotonic() - start
     env = envinfo.collect(device.device, device.backend)
     doc = document(options, alloc, share, steps.records, decision, vet_id, wall, env, course)
