@@ -40,7 +40,7 @@ frameworks) scaled from 1 GPU to all of them in doublings: per run a launch, a c
 set-up 1 + 0.005 per rank, and 2 + 3 x 3 + 9 (no-sync windows) training steps.
 
     python benchmarks/vet_scale.py [--sizes 16,64,256,1024,4096] [--faults 200] [--seed 1]
-        [--threshold 3] [--machine-cv 0.05,0.15] [--json] [--smoke]
+        [--threshold 3] [--machine-cv 0.15,0.40] [--json] [--smoke]
 """
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ NODE_SLOW = {"slow_node_5": 0.05, "slow_node_10": 0.10, "slow_node_20": 0.20}
 NETWORK_SLOW = 0.20  # NIC, link and uplink faults: that much less busbw
 DRIFT = 0.05
 HEALTHY_SPREAD = {"compute": 0.005, "network": 0.01}
-# measured: pooled spread of one repeat in a real vetting on this machine (docs/vetting.md)
-MACHINE_CV = (0.05, 0.15)
+# measured: the pooled spread of one repeat's log in real 8-node vettings on this machine
+# (tests/test_vet.py's probes): compute probes 0.10-0.27, pairs 0.11-0.46 (docs/vetting.md)
+MACHINE_CV = (0.15, 0.40)
 GOALS = {"rounds": 8, "slow_node_10": 0.99, "slow_node_5": 0.90, "false_alarms_per_10k": 1.0,
          "component_right": 0.95, "share_at_1024": 0.01}
 # cost model (seconds)
