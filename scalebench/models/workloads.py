@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scalebench.errors import UserError
+from scalebench.spec.errors import UserError
 
 NUM_CLASSES = 1000
 INCEPTION_AUX_MIN_SIZE = 299
