@@ -247,10 +247,19 @@ def first_rounds(c: Cluster) -> list[list[tuple[str, str]]]:
 
 def vet_once(c: Cluster, kind: str | None, count: int, noise: Noise, options: VetOptions,
              threshold: float, rng: random.Random, t: Tally) -> None:
-    first = first_rounds(c)
-    f = inject(kind, c, first, count, rng) if kind else Faults()
-    rounds_of = {p: i for i, r in enumerate(first, start=1) for p in r}
+    f = inject(kind, c, first_rounds(c), count, rng) if kind else Faults()
     health = {n: math.exp(rng.gauss(0, HEALTHY_SPREAD["compute"])) for n in c.nodes}
+    d, figs, extra = vetting(c, f, health, noise, options, threshold, rng)
+    t.rounds.append(len(first_rounds(c)) + len(extra))
+    t.retest_rounds.append(len(extra))
+    judge(kind or "slow_node_5", c, f, d, t, list(figs.pairs))  # none injected: false alarms
+
+
+def vetting(c: Cluster, f: Faults, health: dict, noise: Noise, options: VetOptions,
+            threshold: float, rng: random.Random) -> tuple:
+    """One vetting as run.py runs it: the schedule's pairs, the verdict, retests, the verdict."""
+    first = first_rounds(c)
+    rounds_of = {p: i for i, r in enumerate(first, start=1) for p in r}
     figs = figures(c, f, noise, options.repeats, rounds_of, rng, health)
     d = verdict.decide(figs, threshold)
     extra: list[list[tuple[str, str]]] = []
@@ -264,9 +273,25 @@ def vet_once(c: Cluster, kind: str | None, count: int, noise: Noise, options: Ve
                                {**rounds_of, **more}, figs.leaf_of,
                                retest_from=len(first) + 1)
         d = verdict.decide(figs, threshold)
-    t.rounds.append(len(first) + len(extra))
-    t.retest_rounds.append(len(extra))
-    judge(kind or "slow_node_5", c, f, d, t, list(figs.pairs))  # none injected: false alarms
+    return d, figs, extra
+
+
+def rerun_agreement(n: int, noise: Noise, trials: int, threshold: float, seed: int,
+                    options: VetOptions) -> float:
+    """How often two vettings of one allocation (the same nodes, the same faults: one slow
+    node each of 5, 10 and 20%, one slow NIC; fresh noise) give the same cordon list."""
+    rng = random.Random(f"rerun-{seed}-{n}")
+    c = cluster(n)
+    same = 0
+    for _ in range(trials):
+        nodes = rng.sample(c.nodes, 4)
+        f = Faults(node_slow=dict(zip(nodes[:3], (0.05, 0.10, 0.20), strict=True)),
+                   nic={nodes[3]})
+        health = {x: math.exp(rng.gauss(0, HEALTHY_SPREAD["compute"])) for x in c.nodes}
+        lists = [set(vetting(c, f, health, noise, options, threshold, rng)[0].cordoned)
+                 for _ in range(2)]
+        same += lists[0] == lists[1]
+    return same / trials
 
 
 def wall_seconds(n: int, rounds: int, retest: bool, repeats: int) -> float:
@@ -377,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--smoke", action="store_true", help="N = 16 and 64, 20 faults: seconds")
     p.add_argument("--noise", choices=("all", "gpu", "machine"), default="all",
                    help="which noise levels (gpu: 2%%; machine: --machine-cv)")
+    p.add_argument("--rerun", type=int, default=0, metavar="TRIALS",
+                   help="also: how often two vettings of one allocation give the same cordon "
+                   "list, over TRIALS allocations per N")
     args = p.parse_args(argv)
     sizes = [16, 64] if args.smoke else [int(s) for s in args.sizes.split(",")]
     wanted = 20 if args.smoke else args.faults
@@ -401,6 +429,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\ngoals at {label} noise:")
             for line in goals([r for r in rows if r["noise"] == pick]):
                 print("  " + line)
+    if args.rerun:
+        print(f"\nthe same cordon list in two vettings of one allocation ({args.rerun} "
+              "allocations per N, one slow node each of 5, 10, 20% and a slow NIC):")
+        for noise in levels:
+            for n in sizes:
+                share = rerun_agreement(n, noise, args.rerun, threshold, args.seed, options)
+                print(f"  {n} {'heavy' if noise.heavy else 'gauss'} {noise.cv_compute:.0%}/"
+                      f"{noise.cv_network:.0%}: {share:.3f}")
     print("\ncomponent named right, by fault:")
     for r in rows:
         print(f"  {r['nodes']} {r['noise']}: " + ", ".join(
