@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # A throwaway Slurm cluster on this machine, for tests and trying the Slurm launcher:
 #
-#   scripts/slurm_local.sh start DIR [NODES]   # munged, slurmctld and NODES slurmd (default 1)
+#   scripts/slurm_local.sh start DIR [NODES] [LEAVES]
+#                                              # munged, slurmctld and NODES slurmd (default 1);
+#                                              # LEAVES > 0: a tree topology of that many leaf
+#                                              # switches (DIR/topology.conf, TopologyPlugin=
+#                                              # topology/tree), the nodes split evenly in order
 #   export SLURM_CONF=DIR/slurm.conf           # then salloc / sbatch / srun use it
 #   scripts/slurm_local.sh stop DIR            # stops exactly the daemons started in DIR
 #
@@ -13,7 +17,7 @@
 # Needs Slurm and munge (scripts/setup_slurm.sh installs them) and, for slurmd, root.
 set -euo pipefail
 
-usage() { echo "usage: $0 start DIR [NODES] | stop DIR" >&2; exit 2; }
+usage() { echo "usage: $0 start DIR [NODES] [LEAVES] | stop DIR" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 action=$1
 dir=$2
@@ -55,6 +59,10 @@ stop)
     ;;
 start)
     nodes=${3:-1}
+    leaves=${4:-0}
+    [[ "$nodes" =~ ^[1-9][0-9]*$ ]] || { echo "$0: NODES: expected an integer >= 1, got $nodes" >&2; exit 2; }
+    [[ "$leaves" =~ ^[0-9]+$ ]] && [ "$leaves" -le "$nodes" ] ||
+        { echo "$0: LEAVES: expected an integer from 0 to NODES ($nodes), got $leaves" >&2; exit 2; }
     ;;
 *)
     usage
@@ -131,6 +139,17 @@ for i in $(seq "$nodes"); do
     echo "NodeName=sb$i NodeHostname=$host NodeAddr=127.0.0.1 Port=$(free_port) CPUs=$cpus RealMemory=1000 State=UNKNOWN" >>"$dir/slurm.conf"
 done
 echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >>"$dir/slurm.conf"
+if [ "$leaves" -gt 0 ]; then
+    # leaf j holds nodes [j*N/L+1 .. (j+1)*N/L], a top switch joins the leaves
+    echo "TopologyPlugin=topology/tree" >>"$dir/slurm.conf"
+    echo "# Written by scripts/slurm_local.sh: ${leaves} leaf switches under one top switch." >"$dir/topology.conf"
+    for j in $(seq 0 $((leaves - 1))); do
+        first=$((j * nodes / leaves + 1))
+        last=$(((j + 1) * nodes / leaves))
+        echo "SwitchName=leaf$((j + 1)) Nodes=sb[${first}-${last}]" >>"$dir/topology.conf"
+    done
+    echo "SwitchName=top Switches=leaf[1-${leaves}]" >>"$dir/topology.conf"
+fi
 
 export SLURM_CONF="$dir/slurm.conf"
 fail() {

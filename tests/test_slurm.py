@@ -246,7 +246,7 @@ def test_slurm_script_refuses_bad_input_in_one_line(tmp_path, args, message):
 # ------------------------------------------------------------------ real Slurm
 
 
-def _start_cluster(nodes: int):
+def _start_cluster(nodes: int, leaves: int = 0):
     missing = [t for t in ("munged", "slurmctld", "slurmd", "srun", "sbatch", "salloc")
                if shutil.which(t) is None]
     if missing:
@@ -258,7 +258,7 @@ def _start_cluster(nodes: int):
     top.chmod(0o755)  # munged's socket folder must be reachable by everyone
     base = top / "cluster"
     proc = subprocess.run(["bash", str(REPO / "scripts" / "slurm_local.sh"), "start", str(base),
-                           str(nodes)], capture_output=True, text=True, timeout=120)
+                           str(nodes), str(leaves)], capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         shutil.rmtree(top, ignore_errors=True)
         pytest.skip(f"cannot start a {nodes}-node Slurm cluster here: "

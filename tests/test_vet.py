@@ -1,6 +1,7 @@
-"""Node vetting: the tournament schedule, the verdict rule on fabricated figures and the host
-lists (fast); then `scalebench vet` and `sweep --vet` on a real 4-node private Slurm cluster
-(slow, one cluster for the whole module)."""
+"""Node vetting: the schedules (tournament, leaves, K rounds, retests), topology parsing, the
+verdict rule on fabricated figures, the simulator and the host lists (fast); then `scalebench
+vet` and `sweep --vet` on a real 8-node private Slurm cluster of two leaf switches (slow, one
+cluster for the whole module)."""
 
 from __future__ import annotations
 
@@ -36,8 +37,118 @@ def test_round_robin_meets_every_pair_once_in_disjoint_rounds(count):
 def test_round_robin_small_and_bad_inputs():
     assert schedule.rounds(["a"]) == [] and schedule.rounds([]) == []
     assert schedule.rounds(["a", "b"]) == [[("a", "b")]]
-    with pytest.raises(ValueError, match="not distinct"):
+    with pytest.raises(UserError, match="nodes: node 'a' named twice"):
         schedule.rounds(["a", "a", "b"])
+
+
+# ------------------------------------------------------------------ topology and the constant schedule
+
+TOPOLOGY_CONF = """# two leaves under one top switch
+SwitchName=s0 Nodes=sb[1-4]
+SwitchName=s1 Nodes=sb[5-8]   # the second rack
+SwitchName=top Switches=s[0-1]
+"""
+SCONTROL_TOPOLOGY = """SwitchName=s0 Level=0 LinkSpeed=1 Nodes=sb[1-4]
+SwitchName=s1 Level=0 LinkSpeed=1 Nodes=sb[5-8]
+SwitchName=top Level=1 LinkSpeed=1 Nodes=sb[1-8] Switches=s[0-1]
+"""
+EIGHT = tuple(f"sb{i}" for i in range(1, 9))
+
+
+@pytest.mark.parametrize("text", [TOPOLOGY_CONF, SCONTROL_TOPOLOGY])
+def test_topology_conf_and_scontrol_output_give_the_same_leaves(text):
+    from scalebench.vet import topology
+
+    found = topology.parse(text, "t")
+    assert dict(found.leaves) == {"s0": EIGHT[:4], "s1": EIGHT[4:]}
+    part = topology.for_nodes(found, ["sb2", "sb3", "sb6", "sb7", "sb8"])
+    assert dict(part.leaves) == {"s0": ("sb2", "sb3"), "s1": ("sb6", "sb7", "sb8")}
+
+
+@pytest.mark.parametrize("text,nodes,message", [
+    ("SwitchName=s0 Nodes=sb[1-4]\n", EIGHT,
+     "topology: t does not cover the allocation: sb5, sb6, sb7, sb8 in no leaf switch"),
+    ("SwitchName=s0 Nodes=sb[1-4]\nSwitchName=s1 Nodes=sb[4-8]\n", EIGHT,
+     "topology: node 'sb4' named twice (t: leaf switches 's0' and 's1')"),
+    ("SwitchName=s0 Nodes=sb[1-8]\nSwitchName=s0 Nodes=x1\n", EIGHT,
+     "topology: t line 2: switch 's0' named twice"),
+    ("Nodes=sb[1-8]\n", EIGHT, "topology: t line 1: every line names a switch"),
+    ("SwitchName=s0 Nodes sb1\n", EIGHT, "topology: t line 1: expected KEY=VALUE words"),
+])
+def test_bad_topology_is_one_line_naming_the_field(text, nodes, message):
+    from scalebench.vet import topology
+
+    with pytest.raises(UserError) as err:
+        topology.for_nodes(topology.parse(text, "t"), nodes)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value), err.value
+
+
+def _met(rounds):
+    return [frozenset(p) for r in rounds for p in r]
+
+
+@pytest.mark.parametrize("leaves,k", [(2, 5), (3, 5), (4, 6), (5, 5), (2, 3), (1, 4)])
+def test_leaf_schedule_pairs_inside_leaves_then_shifts_across_sharing_no_uplink(leaves, k):
+    size = 6
+    tree = {f"s{j}": tuple(f"n{j}_{i}" for i in range(size)) for j in range(leaves)}
+    leaf_of = {n: leaf for leaf, nodes in tree.items() for n in nodes}
+    position = {n: i for nodes in tree.values() for i, n in enumerate(nodes)}
+    rounds = schedule.leaf_rounds(tree, k)
+    assert len(rounds) == k
+    met = _met(rounds)
+    assert len(met) == len(set(met))  # every node meets distinct partners
+    intra = k if leaves == 1 else min(schedule.INTRA_ROUNDS, k - 1)
+    for number, r in enumerate(rounds):
+        busy = [n for p in r for n in p]
+        assert len(busy) == len(set(busy))  # disjoint pairs
+        across = [p for p in r if leaf_of[p[0]] != leaf_of[p[1]]]
+        if number < intra:
+            assert not across and len(r) == leaves * size // 2
+            continue
+        talks: dict[str, set] = {}
+        for a, b in across:
+            talks.setdefault(leaf_of[a], set()).add(leaf_of[b])
+            talks.setdefault(leaf_of[b], set()).add(leaf_of[a])
+        assert all(len(v) == 1 for v in talks.values())  # one partner leaf per round
+        for leaf in talks:  # the partners' positions differ: no shared uplink
+            positions = [position[b if leaf_of[a] == leaf else a] for a, b in across
+                         if leaf in (leaf_of[a], leaf_of[b])]
+            assert len(positions) == len(set(positions))
+
+
+def test_without_topology_k_rounds_of_distinct_partners_and_auto_keeps_small_tournaments():
+    nodes = [f"n{i}" for i in range(40)]
+    found = schedule.choose(nodes, "auto", 5)
+    assert found.kind == "rounds" and len(found.rounds) == 5
+    assert all(len(r) == 20 for r in found.rounds)
+    met = _met(found.rounds)
+    assert len(met) == len(set(met)) == 100
+    assert schedule.choose(nodes, "all").kind == "all"
+    assert len(schedule.choose(nodes, "all").rounds) == 39
+    small = schedule.choose(nodes[:6], "auto", 5)  # 5 rounds either way: every pair
+    assert small.kind == "all" and len(small.rounds) == 5
+    assert schedule.choose(nodes[:8], "auto", 5).kind == "rounds"
+    tree = {"s0": tuple(nodes[:4]), "s1": tuple(nodes[4:8])}
+    assert schedule.choose(nodes[:8], "few", 5, tree).kind == "leaves"
+    with pytest.raises(UserError, match="rounds: expected an integer >= 1, got 0"):
+        schedule.choose(nodes, "auto", 0)
+
+
+def test_retests_pair_each_suspect_with_unmet_good_nodes_of_its_leaf_first():
+    tree = {"s0": ("a1", "a2", "a3", "a4"), "s1": ("b1", "b2", "b3", "b4")}
+    leaf_of = {n: leaf for leaf, nodes in tree.items() for n in nodes}
+    met = [("a1", "a2"), ("a1", "b1")]
+    good = ["a2", "a3", "a4", "b1", "b2", "b3"]
+    rounds = schedule.retests(["a1", "b4"], good, met, leaf_of)
+    assert len(rounds) == 2
+    for r in rounds:
+        busy = [n for p in r for n in p]
+        assert len(busy) == len(set(busy))
+    mine = [p for r in rounds for p in r if "a1" in p]
+    partners = [n for p in mine for n in p if n != "a1"]
+    assert partners == ["a3", "a4"]  # unmet, in its own leaf
+    assert {frozenset(p) for p in met}.isdisjoint(_met(rounds))
+    assert [n for p in rounds[0] for n in p if "b4" in p and n != "b4"][0] in tree["s1"]
 
 
 # ------------------------------------------------------------------ host lists
@@ -191,6 +302,150 @@ def test_a_slow_gpu_inside_a_node_names_the_gpu():
     assert "median device's" in v.because
 
 
+def _tree_figures(slow_pairs=(), noise=0.01, leaves=2, size=4, seed=2):
+    """Healthy figures over `leaves` leaves of `size`, 5 repeats, the 5-round leaf schedule;
+    slow_pairs at 70%."""
+    import math
+    import random
+
+    rng = random.Random(seed)
+    tree = {f"s{j}": tuple(f"n{j}{i}" for i in range(size)) for j in range(leaves)}
+    nodes = tuple(n for v in tree.values() for n in v)
+    rounds = schedule.leaf_rounds(tree, 5)
+
+    def rep(rate):
+        return [rate * math.exp(rng.gauss(0, noise)) for _ in range(5)]
+
+    pairs = {p: rep(7e8 if p in slow_pairs else 1e9) for r in rounds for p in r}
+    return Figures(nodes, {(n, 0): rep(20.0) for n in nodes}, {(n, 0): rep(5e10) for n in nodes},
+                   pairs, {(n, 0): rep(5e10) for n in nodes},
+                   {p: i for i, r in enumerate(rounds, 1) for p in r},
+                   {n: leaf for leaf, v in tree.items() for n in v}), rounds
+
+
+def test_slow_cross_pairs_of_one_node_are_its_leafs_uplink_and_nobody_is_cordoned():
+    """Three leaves: node n01's pairs to the other leaves are slow (the uplink its traffic
+    arrives on), its pairs inside leaf s0 fine: a slow uplink of s0, no node cordoned."""
+    base, rounds = _tree_figures(leaves=3)
+    slow = [p for r in rounds for p in r if "n01" in p and p[1][1] != "0"]
+    assert len(slow) >= 2
+    figs, _ = _tree_figures(slow_pairs=slow, leaves=3)
+    decision = verdict.decide(figs, 0.10)
+    [v] = decision.verdicts
+    assert (v.kind, v.switches, v.cordon) == ("slow uplink", ("s0",), False)
+    assert set(v.pairs) == set(slow) and v.rounds == tuple(figs.rounds[p] for p in v.pairs)
+    assert decision.cordoned == {}
+
+
+def test_a_node_whose_probe_failed_is_cordoned_as_unreachable_and_the_rest_judged():
+    import dataclasses
+
+    base = figures(compute={"sb3": 10.0})
+    figs = dataclasses.replace(
+        base, unreachable={"sb2": "its node probe failed on it alone: killed"},
+        compute={u: v for u, v in base.compute.items() if u[0] != "sb2"},
+        matmul={u: v for u, v in base.matmul.items() if u[0] != "sb2"},
+        pairs={p: v for p, v in base.pairs.items() if "sb2" not in p})
+    decision = verdict.decide(figs, 0.10)
+    assert decision.cordoned["sb2"].startswith("unreachable: its node probe failed")
+    assert list(decision.cordoned) == ["sb2", "sb3"]
+    assert decision.vetted(NODES) == ["sb1", "sb4"]
+
+
+def test_a_retest_step_that_ran_slower_throughout_names_no_link():
+    """The retest step runs later: a drift moves all its pairs alike (here 30% slower). Put on
+    the first step's scale it names nothing; taken raw, its pairs would be slow links."""
+    import dataclasses
+
+    figs, rounds = _tree_figures(size=6)
+    later = {("n00", "n03"): [7e8] * 5, ("n01", "n04"): [7.1e8] * 5, ("n02", "n05"): [6.9e8] * 5,
+             ("n10", "n13"): [7e8] * 5}
+    more = dataclasses.replace(figs, pairs={**figs.pairs, **later},
+                               rounds={**figs.rounds, **{p: 6 for p in later}})
+    assert [v.kind for v in verdict.decide(more, 0.10).verdicts] == ["slow link"] * 4
+    fixed = dataclasses.replace(more, retest_from=6)
+    assert verdict.decide(fixed, 0.10).verdicts == ()
+
+
+def test_three_probes_together_find_a_node_none_of_them_finds_alone():
+    """4% slower on every compute probe at 2% noise: beyond the 3% threshold, within what one
+    probe's 5 repeats allow, beyond what 15 repeats of three probes allow."""
+    import math
+    import random
+
+    rng = random.Random(4)
+    nodes = tuple(f"n{i}" for i in range(32))
+
+    def rep(rate):
+        return [rate * math.exp(rng.gauss(0, 0.02)) for _ in range(5)]
+
+    rates = {n: 0.96 if n == "n7" else 1.0 for n in nodes}
+    figs = Figures(nodes, {(n, 0): rep(rates[n]) for n in nodes},
+                   {(n, 0): rep(rates[n]) for n in nodes}, {},
+                   {(n, 0): rep(rates[n]) for n in nodes})
+    decision = verdict.decide(figs, 0.03)
+    assert [c.slow for k in verdict.COMPUTE_KINDS for c in [decision.checks[k][("n7", 0)]]] \
+        == [False] * 3
+    [v] = decision.verdicts
+    assert v.nodes == ("n7",) and v.because.startswith("its compute probes together 9")
+
+
+def test_the_simulator_runs_the_real_schedule_and_verdict_and_prints_the_json_fields(capsys):
+    import json
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent.parent / "benchmarks"))
+    import vet_scale
+
+    assert vet_scale.main(["--smoke", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["nodes"] for r in rows] == [16, 64]
+    for row in rows:
+        assert row["network_rounds"] <= 8 and row["wall_seconds"] > 0
+        assert set(row["found"]) == set(vet_scale.FAULTS)
+        assert row["found"]["slow_node_20"] == 1.0
+        assert 0.9 <= row["component_right"] <= 1.0
+        assert row["false_alarms_per_10k"] >= 0
+    assert rows[0]["found"]["slow_uplink"] is None  # one leaf of 16: no uplink
+    assert rows[1]["found"]["slow_uplink"] > 0.9
+
+
+class _FakeSteps:
+    """Steps whose node step fails when it holds a bad node: a killed one names itself in srun's
+    words, a hung one names nobody (a time limit)."""
+
+    def __init__(self, tmp_path, killed=(), hung=()):
+        self.out_dir, self.killed, self.hung, self.ran = tmp_path, set(killed), set(hung), []
+
+    def run(self, job):
+        nodes, run_id = job
+        self.ran.append(list(nodes))
+        lines = [f"srun: error: {n}: task {i}: Killed" for i, n in enumerate(nodes)
+                 if n in self.killed]
+        lines += [f"srun: error: {n}: task {i}: Terminated" for i, n in enumerate(nodes)
+                  if n not in self.killed]
+        bad = self.killed & set(nodes) or self.hung & set(nodes)
+        (self.out_dir / "runs" / run_id).mkdir(parents=True)
+        (self.out_dir / "runs" / run_id / "stderr.log").write_text(
+            "\n".join(lines if self.killed & set(nodes) else []) + "\n")
+        return {"run_id": run_id, "status": "failed" if bad else "ok", "error": "x"}
+
+
+def test_a_killed_node_is_found_in_three_steps_and_a_hung_one_by_halving(tmp_path):
+    from scalebench.vet.run import probe_nodes
+
+    nodes = [f"sb{i}" for i in range(1, 9)]
+    steps = _FakeSteps(tmp_path / "k", killed={"sb6"})
+    unreachable, failed = probe_nodes(steps, lambda n, r: (n, r), nodes, "v")
+    assert list(unreachable) == ["sb6"] and failed is None
+    assert steps.ran == [nodes, ["sb6"], [n for n in nodes if n != "sb6"]]
+    steps = _FakeSteps(tmp_path / "h", hung={"sb3"})
+    unreachable, failed = probe_nodes(steps, lambda n, r: (n, r), nodes, "v")
+    assert list(unreachable) == ["sb3"] and failed is None
+    assert steps.ran == [nodes, nodes[:4], nodes[:2], nodes[2:4], ["sb3"], ["sb4"], nodes[4:],
+                         [n for n in nodes if n != "sb3"]]  # halves that pass: not split
+
+
 # ------------------------------------------------------------------ bad input, one line
 
 
@@ -217,6 +472,13 @@ FAKE_JOB = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "sb[1-4]", "SLURM_JOB_CPU
      "inject_node_slowdown: unknown node 'sb9'; the allocation's nodes: sb1, sb2, sb3, sb4"),
     (["vet", "--inject-link-delay", "sb1:sb1:0.1"], FAKE_JOB, "inject_link_delay: two different"),
     (["vet", "--repeats", "1"], FAKE_JOB, "repeats: expected an integer >= 2"),
+    (["vet", "--rounds", "0"], FAKE_JOB, "rounds: expected an integer >= 1, got 0"),
+    (["vet", "--pairs", "some"], FAKE_JOB, "pairs: unknown value 'some'; allowed: auto, all, few"),
+    (["vet", "--inject-probe-kill", "sb7"], FAKE_JOB,
+     "inject_probe_kill: unknown node 'sb7'; the allocation's nodes: sb1, sb2, sb3, sb4"),
+    (["vet", "--topology", "TOPO"], FAKE_JOB,
+     "topology: TOPO does not cover the allocation: sb3, sb4 in no leaf switch"),
+    (["vet", "--topology", "TWICE"], FAKE_JOB, "topology: node 'sb2' named twice"),
     (["sweep", "--vet", "--frameworks", "ddp"], FAKE_JOB,
      "vet: vetting places runs on the nodes of a Slurm allocation; use it with launcher slurm"),
 ])
@@ -225,6 +487,9 @@ def test_bad_vet_input_is_one_line_naming_the_field(argv, env, message, monkeypa
     from scalebench import cli
 
     _slurm_env(monkeypatch, **env)
+    (tmp_path / "TOPO").write_text("SwitchName=s0 Nodes=sb[1-2]\n")
+    (tmp_path / "TWICE").write_text("SwitchName=s0 Nodes=sb[1-2]\nSwitchName=s1 Nodes=sb[2-4]\n")
+    monkeypatch.chdir(tmp_path)
     code = cli.main([*argv, "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and message in err, err
@@ -248,26 +513,31 @@ def test_a_vet_file_holds_for_its_own_job_only(monkeypatch, tmp_path):
         files.load(tmp_path / "vet.json", other)
 
 
-# ------------------------------------------------------------------ real Slurm: 4 nodes
-# One private 4-node cluster (scripts/slurm_local.sh) for every test below. Its nodes share
+# ------------------------------------------------------------------ real Slurm: 8 nodes, 2 leaves
+# One private 8-node cluster with a tree topology of two leaf switches (scripts/slurm_local.sh
+# writes topology.conf: leaf1 = sb[1-4], leaf2 = sb[5-8]) for every test below. Its nodes share
 # this machine's cores, so the vetting probes them one at a time. Probes as small as still
-# show a 50% slowdown: Inception V3 at 75 px, batch 2, 2 steps per window, 5 repeats.
+# show a 50% slowdown: Inception V3 at 75 px, batch 2, 2 steps per window, 5 repeats, half a
+# second of sustained GEMM. 8 nodes and the default 5 rounds: the leaf schedule (2 rounds inside
+# the leaves, 3 across), 20 pairs instead of the tournament's 28.
 
 # Pair busbw here moves by up to 2x between windows seconds apart (gloo over loopback on 2
 # shared cores: 58-112 ms for the same 40 allreduces of 2 MB, two ranks alone), so 5 repeats
-# cannot tell a 10% fault from noise: a healthy pair once stood 31% below the median. The
-# tests of the network verdicts ask 35%; their fault is a 20 ms delay per call (about 90%).
+# cannot tell a 10% fault from noise: healthy pairs stood 44-50% below the median, the noise
+# allowing 82-90% (the pooled spread of one repeat's log: 0.3-0.46 for pairs, 0.1-0.27 for the
+# compute probes). The tests ask 35%; the link fault is a 50 ms delay per call (about 95%).
 NETWORK_THRESHOLD = ("--threshold", "35")
 TINY_VET = {"model": "inception_v3", "image_size": 75, "batch_size": 2, "warmup": 1, "iters": 2,
             "repeats": 5, "matmul_size": 384, "matmul_iters": 10, "allreduce_size": "2M",
-            "allreduce_iters": 5, "timeout": 300}
+            "allreduce_iters": 5, "timeout": 300, "sustained": 0.5}
+ALL = [f"sb{i}" for i in range(1, 9)]
 
 
 @pytest.fixture(scope="module")
-def four_nodes():
+def two_leaves():
     from tests.test_slurm import _start_cluster, _stop_cluster
 
-    base = _start_cluster(4)
+    base = _start_cluster(8, leaves=2)
     yield base / "slurm.conf"
     _stop_cluster(base)
 
@@ -281,7 +551,7 @@ def _vet(conf, out, *extra: str):
 
     wait_until_quiet()  # the test before may still be exiting: its load is not a node's
 
-    cmd = ["salloc", "-N4", "--quiet", sys.executable, "-m", "scalebench", "vet", "--out",
+    cmd = ["salloc", "-N8", "--quiet", sys.executable, "-m", "scalebench", "vet", "--out",
            str(out), "--quiet", *flags(TINY_VET)]
     return subprocess.run(cmd + list(extra), capture_output=True, text=True,
                           env=slurm_env(conf), timeout=600)
@@ -293,45 +563,66 @@ def _vet_json(out):
     return json.loads((out / "vet.json").read_text())
 
 
+def _printed_rounds(stdout: str) -> dict[int, list[list[str]]]:
+    """The rounds the command printed: 'vet:   round 3: sb1-sb5 sb2-sb6' -> {3: [[sb1, sb5], ..]}."""
+    import re
+
+    out = {}
+    for number, pairs in re.findall(r"^vet:   round (\d+): (.*)$", stdout, re.M):
+        out[int(number)] = [p.split("-") for p in pairs.split()]
+    return out
+
+
+def _rounds_run(doc) -> dict[int, list[list[str]]]:
+    out: dict[int, list] = {}
+    for p in doc["pairs"]:
+        out.setdefault(p["round"], []).append(p["nodes"])
+    return out
+
+
 @pytest.mark.slow
 @pytest.mark.serial  # its verdicts compare timings across nodes sharing these cores
-def test_vet_without_a_fault_cordons_no_node(four_nodes, tmp_path):
-    proc = _vet(four_nodes, tmp_path, *NETWORK_THRESHOLD)
+def test_vet_on_two_leaves_without_a_fault_cordons_no_node_and_runs_the_printed_rounds(
+        two_leaves, tmp_path):
+    proc = _vet(two_leaves, tmp_path, *NETWORK_THRESHOLD)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = _vet_json(tmp_path)
     assert doc["status"] == "ok" and doc["decided"] and doc["faults"] == {}
-    assert doc["cordoned"] == {} and doc["vetted"] == ["sb1", "sb2", "sb3", "sb4"]
-    assert (tmp_path / "vetted-nodes.txt").read_text() == "sb[1-4]\n"
+    assert doc["cordoned"] == {} and doc["vetted"] == ALL, doc["verdicts"]
+    assert (tmp_path / "vetted-nodes.txt").read_text() == "sb[1-8]\n"
     assert (tmp_path / "cordoned-nodes.txt").read_text() == ""
     assert not doc["probing"]["together"]  # the nodes share this machine: one at a time
-    assert [s["probe"] for s in doc["steps"]] == ["nodes", "pairs"]  # two job steps
-    assert len(doc["pairs"]) == 6 and {p["round"] for p in doc["pairs"]} == {1, 2, 3}
+    # Slurm's own topology (scontrol show topology), two leaves
+    assert doc["topology"] == {"source": "scontrol show topology",
+                               "leaves": {"leaf1": ALL[:4], "leaf2": ALL[4:]}}
+    assert doc["schedule"]["kind"] == "leaves" and len(doc["schedule"]["rounds"]) == 5
+    assert _rounds_run(doc) == _printed_rounds(proc.stdout) == {
+        i: r for i, r in enumerate(doc["schedule"]["rounds"] + doc["schedule"]["retest_rounds"],
+                                   start=1)}
+    assert len(doc["pairs"]) >= 20 and doc["schedule"]["network_rounds"] <= 7
+    for number, pairs in _rounds_run(doc).items():  # inside the leaves first, then across
+        across = [p for p in pairs if (p[0] in ALL[:4]) != (p[1] in ALL[:4])]
+        assert (not across) if number <= 2 else number > 5 or len(across) == 4
     for info in doc["nodes"].values():
         [device] = info["devices"]
         assert len(device["compute_images_per_sec"]) == 5 and device["threads"] == 1
+        assert len(device["sustained_flops_per_sec"]) == 5
+        assert len(info["partners"]) >= 5
     html = (tmp_path / "vet.html").read_text()
-    assert "data:image/png;base64" in html and "No slow node" in html
-    assert "vet nodes on 4 nodes" in proc.stdout and "vetted: sb[1-4]" in proc.stdout
+    assert "data:image/png;base64" in html and "No slow node" in html and "round 3: " in html
+    assert "vet nodes on 8 nodes" in proc.stdout and "vetted: sb[1-8]" in proc.stdout
 
 
 @pytest.mark.slow
 @pytest.mark.serial  # its verdicts compare timings across nodes sharing these cores
-def test_vet_finds_a_delayed_link_and_keeps_both_nodes(four_nodes, tmp_path):
-    proc = _vet(four_nodes, tmp_path, "--inject-link-delay", "sb1:sb2:0.02", *NETWORK_THRESHOLD)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    doc = _vet_json(tmp_path)
-    assert doc["faults"] == {"link_delay_seconds": {"sb1:sb2": 0.02}}
-    links = [v for v in doc["verdicts"] if v["kind"] == "slow link"]
-    assert [v["nodes"] for v in links] == [["sb1", "sb2"]], doc["verdicts"]
-    assert doc["cordoned"] == {} and doc["vetted"] == ["sb1", "sb2", "sb3", "sb4"]
-
-
-@pytest.mark.slow
-@pytest.mark.serial  # its verdicts compare timings across nodes sharing these cores
-def test_sweep_vets_first_cordons_the_slowed_node_and_runs_without_it(four_nodes, tmp_path):
-    """`sweep --launcher slurm --vet` with sb3 slowed by 50% (the workload's [vet] table): only
-    sb3 is cordoned, as a slow compute node; the 3-worker run goes on sb1, sb2 and sb4, the
-    4-worker run is skipped with the reason, every record says which vetting placed it."""
+def test_sweep_vets_first_cordons_a_dead_and_a_slowed_node_names_a_link_runs_on_the_rest(
+        two_leaves, tmp_path):
+    """`sweep --launcher slurm --vet` with three faults (the workload's [vet] table, the
+    topology given as a file): sb1's node probe killed -> cordoned as unreachable, the vetting
+    goes on; sb5 twice as slow -> cordoned as a slow compute node; sb2-sb6 delayed 50 ms a call
+    -> named a slow link, both kept. The 2-worker run goes on sb2 and sb3, the 8-worker run is
+    skipped with the reason, every record says which vetting placed it; the rounds run are the
+    ones printed."""
     import json
     import subprocess
     import sys
@@ -339,38 +630,54 @@ def test_sweep_vets_first_cordons_the_slowed_node_and_runs_without_it(four_nodes
     from tests.conftest import TINY, read_records
     from tests.test_slurm import slurm_env
 
+    topo = tmp_path / "topology.conf"  # the same leaves as Slurm's, given as a file
+    topo.write_text("SwitchName=a Nodes=sb[1-4]\nSwitchName=b Nodes=sb[5-8]\n")
     vet = {k: v for k, v in TINY_VET.items() if k not in ("model", "image_size", "batch_size")}
-    lines = ["[sweep]", 'models = ["inception_v3"]', 'frameworks = ["ddp"]', "workers = [3, 4]",
+    lines = ["[sweep]", 'models = ["inception_v3"]', 'frameworks = ["ddp"]', "workers = [2, 8]",
              *(f"{k} = {json.dumps(v)}" for k, v in TINY.items()), "breakdown = false",
-             "[vet]", 'inject_node_slowdown = "sb3:0.5"',
+             "[vet]", 'inject_node_slowdown = "sb5:1.0"', 'inject_probe_kill = "sb1"',
+             'inject_link_delay = "sb2:sb6:0.05"', f"topology = {json.dumps(str(topo))}",
+             f"threshold = {NETWORK_THRESHOLD[1]}",
              *(f"{k} = {json.dumps(v)}" for k, v in vet.items())]
     workload = tmp_path / "vetted.toml"
     workload.write_text("\n".join(lines) + "\n")
     out = tmp_path / "sweep"
-    proc = subprocess.run(["salloc", "-N4", "--quiet", sys.executable, "-m", "scalebench",
+    proc = subprocess.run(["salloc", "-N8", "--quiet", sys.executable, "-m", "scalebench",
                            "sweep", str(workload), "--launcher", "slurm", "--vet", "--out",
                            str(out), "--quiet"], capture_output=True, text=True,
-                          env=slurm_env(four_nodes), timeout=900)
+                          env=slurm_env(two_leaves), timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = _vet_json(out / "vet")
-    assert doc["faults"] == {"node_slowdown": {"sb3": 0.5}}
+    assert doc["status"] == "ok"
+    assert doc["faults"] == {"probe_kill": ["sb1"], "node_slowdown": {"sb5": 1.0},
+                             "link_delay_seconds": {"sb2:sb6": 0.05}}
     assert doc["settings"]["model"] == "inception_v3"  # the sweep's model, batch and size
-    [slow] = [v for v in doc["verdicts"] if v["cordon"]]
-    assert (slow["kind"], slow["nodes"]) == ("slow compute node", ["sb3"]), doc["verdicts"]
-    assert list(doc["cordoned"]) == ["sb3"] and doc["vetted"] == ["sb1", "sb2", "sb4"]
-    assert (out / "vet" / "cordoned-nodes.txt").read_text() == "sb3\n"
-    three, four = read_records(out / "results.jsonl")
-    assert three["status"] == "ok", three["error"]
-    assert three["scheduler"]["nodes"] == ["sb1", "sb2", "sb4"]
-    assert three["scheduler"]["nodelist"] == "sb[1-2,4]"
-    assert four["status"] == "skipped" and four["world_size"] == 4
-    assert four["error"].startswith(f"vetting {doc['id']}: 4 workers need 4 nodes, 3 of the 4 "
-                                    "remain vetted (sb3 cordoned (slow compute node))")
-    for record in (three, four):
+    assert doc["topology"] == {"source": str(topo), "leaves": {"a": ALL[1:4], "b": ALL[4:]}}
+    assert [(v["kind"], v["nodes"], v["cordon"]) for v in doc["verdicts"]] == [
+        ("unreachable", ["sb1"], True), ("slow compute node", ["sb5"], True),
+        ("slow link", ["sb2", "sb6"], False)], doc["verdicts"]
+    link = doc["verdicts"][2]
+    assert link["pairs"] == [["sb2", "sb6"]] and link["rounds"] == [4]  # the 2nd cross round
+    assert "srun: error: sb1: task 0: Killed" in doc["unreachable"]["sb1"]
+    assert list(doc["cordoned"]) == ["sb1", "sb5"]
+    assert doc["vetted"] == ["sb2", "sb3", "sb4", "sb6", "sb7", "sb8"]
+    assert (out / "vet" / "cordoned-nodes.txt").read_text() == "sb[1,5]\n"
+    # the step of all nodes failed; sb1, which srun named, failed alone; the other seven
+    # passed in one step, and no pair includes sb1
+    assert [(s["probe"], s["nodes"], s["status"]) for s in doc["steps"][:3]] == [
+        ("nodes", ALL, "failed"), ("nodes", ["sb1"], "failed"), ("nodes", ALL[1:], "ok")]
+    assert all("sb1" not in p["nodes"] for p in doc["pairs"])
+    assert _rounds_run(doc) == _printed_rounds(proc.stdout)
+    two, eight = read_records(out / "results.jsonl")
+    assert two["status"] == "ok", two["error"]
+    assert two["scheduler"]["nodes"] == ["sb2", "sb3"]
+    assert eight["status"] == "skipped" and eight["world_size"] == 8
+    assert eight["error"].startswith(f"vetting {doc['id']}: 8 workers need 8 nodes, 6 of the 8 "
+                                     "remain vetted (sb1 cordoned (unreachable); sb5 cordoned "
+                                     "(slow compute node))"), eight["error"]
+    for record in (two, eight):
         assert record["vetting"]["id"] == doc["id"]
-        assert list(record["vetting"]["excluded"]) == ["sb3"]
-    report = (out / "report.md").read_text()
-    assert f"Vetting {doc['id']} (Slurm job {doc['allocation']['job_id']}) left out sb3 " in report
+        assert list(record["vetting"]["excluded"]) == ["sb1", "sb5"]
 
 
 def test_runs_go_on_vetted_nodes_and_one_that_needs_more_is_unplaced(monkeypatch):

@@ -11,7 +11,8 @@ from scalebench.vet import options as vet_options
 DEFAULT_OUT = "results/vet"
 FLAGS = ("model", "image_size", "batch_size", "precision", "device", "repeats", "threshold",
          "warmup", "iters", "matmul_size", "matmul_iters", "allreduce_size", "allreduce_iters",
-         "timeout", "inject_node_slowdown", "inject_link_delay")
+         "timeout", "sustained", "pairs", "rounds", "topology", "inject_node_slowdown",
+         "inject_link_delay", "inject_probe_kill")
 
 
 def add_vet_flags(p: argparse.ArgumentParser) -> None:
@@ -35,6 +36,17 @@ def add_vet_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allreduce-iters", help=f"allreduces per window (default "
                    f"{d.allreduce_iters})")
     p.add_argument("--timeout", help=f"seconds per probe step (default {d.timeout:g})")
+    p.add_argument("--sustained", help="seconds of back-to-back GEMMs per node, timed in "
+                   "--repeats windows (default 30 on CUDA, 3 on CPU)")
+    p.add_argument("--pairs", help="auto, all or few: which pairs meet; all: every pair "
+                   "(N-1 rounds); few: the constant schedule (--rounds rounds, pairs inside "
+                   "leaf switches then across them where the topology is known, and up to 2 "
+                   "retest rounds); auto: all where that is no more rounds (default auto)")
+    p.add_argument("--rounds", help=f"rounds of the constant schedule, before retests "
+                   f"(default {d.rounds})")
+    p.add_argument("--topology", metavar="FILE", help="leaf switches in topology.conf syntax "
+                   "(SwitchName=s0 Nodes=n[1-32]); default: Slurm's own (scontrol show "
+                   "topology) where TopologyPlugin=topology/tree, else none")
     g = p.add_argument_group("fault injection (tests of the vetting; off by default; recorded "
                              "in vet.json)")
     g.add_argument("--inject-node-slowdown", metavar="NODE:FRACTION",
@@ -43,17 +55,23 @@ def add_vet_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--inject-link-delay", metavar="NODEA:NODEB:SECONDS",
                    help="sleep SECONDS after each collective between those two nodes "
                    "(comma list allowed)")
+    g.add_argument("--inject-probe-kill", metavar="NODE",
+                   help="the node probe on that node kills itself as it starts (comma list "
+                   "allowed): it must be cordoned as unreachable, the rest vetted")
 
 
 def register(sub) -> None:
     p = sub.add_parser("vet", help="measure every node and link of the Slurm allocation, "
                        "cordon slow nodes (vetted-nodes.txt, cordoned-nodes.txt)",
                        description="Inside a Slurm allocation: a compute probe (the sweep's "
-                       "one-worker training step) and a matmul probe on every node, an "
-                       "allreduce between every pair of nodes (a round-robin tournament), "
-                       "each with repeats; verdicts: slow compute node, slow network node, "
-                       "slow link. Writes vet.json, vetted-nodes.txt, cordoned-nodes.txt, "
-                       "vet.md and vet.html. Exit 0 when every probe ran, 1 when one failed.")
+                       "one-worker training step), a matmul probe and a sustained matmul on "
+                       "every node, allreduces between pairs of nodes (every pair, or a "
+                       "constant number of rounds: inside leaf switches, then across), each "
+                       "with repeats; verdicts: slow compute node, slow network node, slow "
+                       "link, slow uplink, unreachable. Writes vet.json, vetted-nodes.txt, "
+                       "cordoned-nodes.txt, vet.md and vet.html. Exit 0 when the vetting "
+                       "finished (a node whose probe failed is cordoned as unreachable), 1 "
+                       "when a pair step failed.")
     add_vet_flags(p)
     p.add_argument("--out", help=f"output folder (default {DEFAULT_OUT})")
     p.add_argument("--quiet", action="store_true", help="no live progress line")

@@ -4,8 +4,10 @@ Two probes, each one job (one step, one task per node, or per GPU on CUDA):
 
 - nodes: on every device, (a) the compute probe: the sweep's own one-worker training step
   (measure.build and the plain step of measure.run) timed in windows of `iters` steps; (b) the
-  matmul probe: an N x N GEMM at the run's dtype, FLOP/s. Each repeat is one window of each.
-- pairs: every pair of nodes of the round-robin tournament sums one tensor with
+  matmul probe: an N x N GEMM at the run's dtype, FLOP/s. Each repeat is one window of each;
+  then (c) the sustained probe: the same GEMM back to back for `sustained_seconds`, timed in
+  `repeats` consecutive windows (clocks and temperatures settle under sustained load).
+- pairs: every pair of the schedule's rounds (vet/schedule.py) sums one tensor with
   torch.distributed (gloo on CPU, NCCL on CUDA), one worker per node, through
   tasks.allreduce.run on a two-rank group; the pairs of a round run at the same time. Each
   repeat is one window per pair; busbw as nccl-tests (x 2(N-1)/N = 1 for a pair).
@@ -15,13 +17,15 @@ load over time spreads over all figures instead of spoiling one. together False 
 share one machine's cores): the tasks take turns, one measuring at a time, the rest waiting in
 a barrier. The documented fault injections (off by default) are keyed by Slurm node name: a
 node slowdown makes each compute step and GEMM window on that node take (1 + fraction) as
-long; a link delay sleeps after each collective between one pair.
+long; a link delay sleeps after each collective between one pair; a probe kill makes the node
+probe on that node SIGKILL itself as it starts (a node that dies under its probe).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -51,13 +55,16 @@ class VetSpec:
     train: TrainSpec | None = None  # the compute probe's step (node probes)
     matmul_size: int = 0
     matmul_iters: int = 0
-    rounds: tuple[tuple[tuple[str, str], ...], ...] = ()  # the tournament (pair probes)
+    rounds: tuple[tuple[tuple[str, str], ...], ...] = ()  # the schedule's (pair probes)
+    first_round: int = 1  # the number of the first of them (retests go on counting)
+    sustained_seconds: float = 0.0  # the sustained GEMM per node (node probes; 0: none)
     allreduce_bytes: int = 0
     allreduce_iters: int = 0
     allreduce_warmup: int = 1
     # fault injection, keyed by Slurm node name (off: empty)
     node_slowdown: tuple[tuple[str, float], ...] = ()  # (node, fraction)
     link_delay: tuple[tuple[str, str, float], ...] = ()  # (node, node, seconds per call)
+    probe_kill: tuple[str, ...] = ()  # nodes whose node probe kills itself
 
     def __post_init__(self):
         if self.probe not in PROBES:
@@ -69,15 +76,19 @@ class VetSpec:
                                                  for r in self.rounds))
         object.__setattr__(self, "node_slowdown", tuple(tuple(x) for x in self.node_slowdown))
         object.__setattr__(self, "link_delay", tuple(tuple(x) for x in self.link_delay))
+        object.__setattr__(self, "probe_kill", tuple(self.probe_kill))
 
     def faults(self) -> dict[str, Any]:
-        return injected_faults(self.node_slowdown, self.link_delay)
+        return injected_faults(self.node_slowdown, self.link_delay, self.probe_kill)
 
 
 def injected_faults(node_slowdown: tuple[tuple[str, float], ...],
-                    link_delay: tuple[tuple[str, str, float], ...]) -> dict[str, Any]:
+                    link_delay: tuple[tuple[str, str, float], ...],
+                    probe_kill: tuple[str, ...] = ()) -> dict[str, Any]:
     """The fault injections as vet.json and the records carry them (empty: none)."""
     out: dict[str, Any] = {}
+    if probe_kill:
+        out["probe_kill"] = list(probe_kill)
     if node_slowdown:
         out["node_slowdown"] = {node: fraction for node, fraction in node_slowdown}
     if link_delay:
@@ -168,6 +179,8 @@ def node_probes(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_cou
     measure.set_threads(job.launch.threads_per_worker)
     node = os.environ.get("SLURMD_NODENAME") or spec.nodes[comm.rank // spec.per_node]
     index = comm.local_rank if job.launch.device == "cuda" else 0
+    if node in spec.probe_kill:  # fault injection: this node dies under its probe
+        os.kill(os.getpid(), signal.SIGKILL)
     fraction = dict(spec.node_slowdown).get(node, 0.0)
     alone = DeviceComm(index)
     built = measure.build(train, alone, job.launch.device)
@@ -190,13 +203,32 @@ def node_probes(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_cou
         window = measure.timed_windows(matmul, 1, spec.matmul_iters, alone, device, clock)
         flops.append(gemm.flop * spec.matmul_iters / window.seconds[0])
 
+    sustained: list[float] = []
+
+    def sustain() -> None:
+        share = spec.sustained_seconds / spec.repeats
+        for _ in range(spec.repeats):
+            measure.synchronize(device)
+            start, calls = clock(), 0
+            while True:
+                matmul()
+                calls += 1
+                if calls % 4 == 0:
+                    measure.synchronize(device)
+                    if clock() - start >= share:
+                        break
+            sustained.append(gemm.flop * calls / (clock() - start))
+
     in_turns(comm, spec.together, warm)
     for _ in range(spec.repeats):
         in_turns(comm, spec.together, once)
+    if spec.sustained_seconds > 0:
+        in_turns(comm, spec.together, sustain)
     local = {"node": node, "device_index": index, "device_name": measure.device_name(device),
              "hostname": socket.gethostname(), "machine": machine_id(),
              "threads": torch.get_num_threads(), "compute_images_per_sec": compute,
-             "matmul_flops_per_sec": flops, "slowdown": fraction}
+             "matmul_flops_per_sec": flops, "sustained_flops_per_sec": sustained,
+             "slowdown": fraction}
     gathered = comm.all_gather(local)
     return {"units": gathered} if comm.rank == 0 else None
 
@@ -278,7 +310,7 @@ def pair_probes(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_cou
     measured = {key: s for g in gathered for key, s in g["seconds"].items()}
     factor = allreduce.busbw_factor(2)
     pairs = []
-    for number, rnd in enumerate(spec.rounds, start=1):
+    for number, rnd in enumerate(spec.rounds, start=spec.first_round):
         for a, b in rnd:
             times = measured.get(f"{a}:{b}", [])
             pairs.append({"nodes": [a, b], "round": number, "seconds": times,
@@ -313,8 +345,9 @@ def check_vet_record(record: dict[str, Any]) -> None:
         return
     check_fields(record, OK_FIELDS[record["probe"]])
     for unit in record.get("units", []):
-        for name in ("compute_images_per_sec", "matmul_flops_per_sec"):
-            if not _positive_rates(unit.get(name)):
+        for name in ("compute_images_per_sec", "matmul_flops_per_sec",
+                     "sustained_flops_per_sec"):
+            if not _positive_rates(unit.get(name, [])):
                 raise RecordError(f"units: {name} of {unit.get('node')!r} is not a list of "
                                   "positive rates")
     for pair in record.get("pairs", []):
@@ -335,7 +368,8 @@ def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_rea
         record.update(model=spec.train.model, batch_size=spec.train.batch_size,
                       image_size=spec.train.image_size, precision=spec.train.precision,
                       warmup=spec.train.warmup, iters=spec.train.iters,
-                      matmul_size=spec.matmul_size, matmul_iters=spec.matmul_iters)
+                      matmul_size=spec.matmul_size, matmul_iters=spec.matmul_iters,
+                      sustained_seconds=spec.sustained_seconds)
     else:
         record.update(rounds=[[list(p) for p in r] for r in spec.rounds],
                       allreduce_bytes=spec.allreduce_bytes, allreduce_iters=spec.allreduce_iters)

@@ -12,6 +12,8 @@ from typing import Any
 from scalebench.models import workloads
 from scalebench.spec import fields, units
 from scalebench.spec.errors import UserError
+from scalebench.vet.schedule import DEFAULT_ROUNDS
+from scalebench.vet.schedule import MODES as PAIRS
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -19,6 +21,9 @@ DEFAULT_MODEL = "resnet101"
 # One large message per pair: nccl-tests' bandwidth end on CUDA; gloo on CPU moves ~GB/s.
 DEFAULT_ALLREDUCE = {"cuda": 64 * 2**20, "cpu": 16 * 2**20}
 DEFAULT_MATMUL = {"cuda": 8192, "cpu": 1024}
+# The sustained GEMM: long enough for clocks and temperatures to settle (MegaScale found short
+# GEMMs missed stragglers that sustained load showed); seconds per node.
+DEFAULT_SUSTAINED = {"cuda": 30.0, "cpu": 3.0}
 
 
 @dataclass(frozen=True)
@@ -28,7 +33,7 @@ class VetOptions:
     batch_size: int = 32  # images per step of the compute probe
     precision: str = "fp32"
     device: str = "auto"
-    repeats: int = 3
+    repeats: int = 7
     threshold: float = 10.0  # percent below the median
     warmup: int = 2  # untimed compute steps before the first window
     iters: int = 5  # compute steps per window
@@ -37,13 +42,18 @@ class VetOptions:
     allreduce_size: int | None = None  # bytes; None: DEFAULT_ALLREDUCE for the device
     allreduce_iters: int = 5
     timeout: float = 900.0  # seconds per probe step
+    sustained: float | None = None  # seconds of sustained GEMM; None: DEFAULT_SUSTAINED
+    pairs: str = "auto"  # auto, all (the tournament) or few (the constant schedule)
+    rounds: int = DEFAULT_ROUNDS  # rounds of the constant schedule, before retests
+    topology: str | None = None  # a file in topology.conf syntax; None: Slurm's own, if any
     node_slowdown: tuple[tuple[str, float], ...] = ()  # fault injection: (node, fraction)
     link_delay: tuple[tuple[str, str, float], ...] = ()  # fault injection: (a, b, seconds)
+    probe_kill: tuple[str, ...] = ()  # fault injection: nodes whose node probe kills itself
 
     def faults(self) -> dict[str, Any]:
         from scalebench.tasks.vet import injected_faults
 
-        return injected_faults(self.node_slowdown, self.link_delay)
+        return injected_faults(self.node_slowdown, self.link_delay, self.probe_kill)
 
 
 def node_slowdown(value: Any) -> tuple[tuple[str, float], ...]:
@@ -97,6 +107,14 @@ def threshold(value: Any) -> float:
     return number
 
 
+def probe_kill(value: Any) -> tuple[str, ...]:
+    """NODE[,NODE...]: the node probe on those nodes kills itself (SIGKILL) as it starts."""
+    nodes = tuple(str(v).strip() for v in fields.as_list("inject_probe_kill", value))
+    if not nodes or not all(nodes):
+        raise UserError(f"inject_probe_kill: expected Slurm node names, e.g. sb3, got {value!r}")
+    return nodes
+
+
 PARSERS: dict[str, Any] = {
     "model": lambda v: fields.choice("model", v, tuple(workloads.MODELS)),
     "image_size": lambda v: fields.integer("image_size", v, 1),
@@ -112,10 +130,16 @@ PARSERS: dict[str, Any] = {
     "allreduce_size": lambda v: _size(v),
     "allreduce_iters": lambda v: fields.integer("allreduce_iters", v, 1),
     "timeout": lambda v: fields.number("timeout", v, 0),
+    "sustained": lambda v: fields.number("sustained", v, 0),
+    "pairs": lambda v: fields.choice("pairs", v, PAIRS),
+    "rounds": lambda v: fields.integer("rounds", v, 1),
+    "topology": lambda v: fields.text("topology", v),
+    "inject_probe_kill": probe_kill,
     "inject_node_slowdown": node_slowdown,
     "inject_link_delay": link_delay,
 }
-_FIELD = {"inject_node_slowdown": "node_slowdown", "inject_link_delay": "link_delay"}
+_FIELD = {"inject_node_slowdown": "node_slowdown", "inject_link_delay": "link_delay",
+          "inject_probe_kill": "probe_kill"}
 
 
 def _size(value: Any) -> int:

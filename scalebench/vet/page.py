@@ -63,7 +63,7 @@ def heatmap_png(doc: dict) -> bytes | None:
     from scalebench.report import plotting
 
     pairs = [p for p in doc["pairs"] if p.get("busbw_median")]
-    if not pairs:
+    if not pairs or len(doc["nodes"]) > 64:  # beyond that the tables say it, not a grid
         return None
     import numpy as np
 
@@ -100,16 +100,44 @@ def node_rows(doc: dict) -> list[list[str]]:
     for label, d in _units(doc):
         node = label.split("/")[0]
         network = doc["nodes"][node].get("network_check")
-        rows.append([label, str(doc["nodes"][node].get("hostname") or "-"), d["name"],
-                     rate_text(d["compute_median"], "compute"),
+        info = doc["nodes"][node]
+        sustained = d.get("sustained_median")
+        rows.append([label, info.get("leaf") or "-", str(info.get("hostname") or "-"),
+                     d["name"], rate_text(d["compute_median"], "compute"),
                      _spread(d["compute_images_per_sec"], "compute"),
                      rate_text(d["matmul_median"], "matmul"),
-                     rate_text(network["figure"], "network") if network else "-"])
+                     rate_text(sustained, "sustained") if sustained else "-",
+                     rate_text(network["figure"], "network") if network else "-",
+                     _partners(info)])
+    for node, why in doc.get("unreachable", {}).items():
+        rows.append([node, doc["nodes"][node].get("leaf") or "-", "-", "-",
+                     f"unreachable: {why}", "-", "-", "-", "-", "-"])
     return rows
 
 
-NODE_HEADER = ["node", "host", "device", "compute (median)", "compute repeats", "matmul (median)",
-               "network (median of pairs)"]
+def _partners(info: dict) -> str:
+    return " ".join(f"{p['node']} ({p['round']})" for p in info.get("partners", [])) or "-"
+
+
+def schedule_lines(doc: dict) -> list[str]:
+    """The schedule run: why, and who met whom in each round."""
+    sched = doc.get("schedule") or {}
+    if not sched:
+        return []
+    topo = doc.get("topology")
+    lines = [f"{sched['why']}; {sched['network_rounds']} network rounds in all."]
+    if topo:
+        lines.append(f"Topology from {topo['source']}: " + "; ".join(
+            f"{leaf}: {', '.join(nodes)}" for leaf, nodes in topo["leaves"].items()) + ".")
+    for i, r in enumerate(sched["rounds"] + sched["retest_rounds"], start=1):
+        kind = "retest " if i > len(sched["rounds"]) else ""
+        lines.append(f"{kind}round {i}: " + ", ".join(f"{a}-{b}" for a, b in r))
+    return lines
+
+
+NODE_HEADER = ["node", "leaf", "host", "device", "compute (median)", "compute repeats",
+               "matmul (median)", "sustained (median)", "network (median of pairs)",
+               "partners (round)"]
 PAIR_HEADER = ["pair", "round", "busbw (median)", "repeats", "slow"]
 
 
@@ -125,8 +153,16 @@ def verdict_lines(doc: dict) -> list[str]:
     if doc["status"] != "ok":
         lines.append(f"The vetting did not finish: {doc['error']}. No node list from it.")
     for v in doc["verdicts"]:
-        what = "cordoned" if v["cordon"] else "both kept"
-        lines.append(f"**{v['kind']}: {', '.join(v['nodes'])}** ({what}): {v['because']}.")
+        what = "cordoned" if v["cordon"] else "kept"
+        decided = ""
+        if v.get("pairs"):
+            decided = " Decided by " + ", ".join(
+                f"{a}-{b} (round {r})" for (a, b), r in zip(v["pairs"], v["rounds"],
+                                                            strict=True)) + "."
+        elif v["kind"] in ("slow compute node",):
+            decided = " Decided by the node probes."
+        lines.append(f"**{v['kind']}: {', '.join(v['nodes'])}** ({what}): {v['because']}."
+                     + decided)
     if doc["status"] == "ok" and doc["decided"] and not doc["verdicts"]:
         lines.append("No slow node and no slow link.")
     lines += [f"Note: {note}." for note in doc["notes"]]
@@ -147,6 +183,8 @@ def summary(doc: dict) -> list[str]:
 def markdown(doc: dict, figures: dict[str, str]) -> str:
     out = [f"# Node vetting {doc['id']}", "", *summary(doc), "", "## Verdicts", ""]
     out += [f"- {line}" for line in verdict_lines(doc)] + [""]
+    if schedule_lines(doc):
+        out += ["## Schedule", "", *[f"- {line}" for line in schedule_lines(doc)], ""]
     for name, alt in (("bars", "per-node figures"), ("heatmap", "pair matrix")):
         if name in figures:
             out += [f"![{alt}]({figures[name]})", ""]
@@ -177,6 +215,8 @@ def html(doc: dict, pngs: dict[str, bytes]) -> str:
 
     parts = [f"<h1>Node vetting {esc(doc['id'])}</h1>", *map(para, summary(doc)),
              "<h2>Verdicts</h2>", *map(para, verdict_lines(doc))]
+    if schedule_lines(doc):
+        parts += ["<h2>Schedule</h2>", *map(para, schedule_lines(doc))]
     for name, alt in (("bars", "per-node figures"), ("heatmap", "pair matrix")):
         if name in pngs:
             parts.append(f"<figure>{image_tag(pngs[name], alt)}</figure>")

@@ -1,6 +1,7 @@
-"""A vetting as jobs of the vet task: one node-probe step and one pair-probe step over the
-allocation, each with one task per node (per GPU for the node probes on CUDA), launched by the
-executor through DDP's Slurm step (torch.distributed over the step's tasks).
+"""A vetting as jobs of the vet task: node-probe steps (one over the allocation; over halves of
+it, then halves of those, when one fails: vet/run.py), pair-probe steps (the schedule's rounds,
+then the retests), each with one task per node (per GPU for the node probes on CUDA), launched
+by the executor through DDP's Slurm step (torch.distributed over the step's tasks).
 
 Nodes that share one machine's cores (Slurm says so: the same NodeHostName, or NodeAddr) would
 compete and look slow when probed at once, so then every task takes its turn; on a cluster of
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -22,8 +22,8 @@ from scalebench.spec.errors import UserError
 from scalebench.spec.launch import Job, LaunchSpec
 from scalebench.tasks import vet as vet_task
 from scalebench.tasks.train import TrainSpec, check_warmup
-from scalebench.vet import schedule
-from scalebench.vet.options import DEFAULT_ALLREDUCE, DEFAULT_MATMUL, VetOptions
+from scalebench.vet import schedule, topology
+from scalebench.vet.options import DEFAULT_ALLREDUCE, DEFAULT_MATMUL, DEFAULT_SUSTAINED, VetOptions
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,10 @@ def check_faults(options: VetOptions, nodes: Sequence[str]) -> None:
             if node not in nodes:
                 raise UserError(f"inject_link_delay: unknown node {node!r}; the allocation's "
                                 f"nodes: {known}")
+    for node in options.probe_kill:
+        if node not in nodes:
+            raise UserError(f"inject_probe_kill: unknown node {node!r}; the allocation's "
+                            f"nodes: {known}")
 
 
 def train_spec(options: VetOptions, device: devices.DeviceInfo) -> TrainSpec:
@@ -91,38 +95,63 @@ def train_spec(options: VetOptions, device: devices.DeviceInfo) -> TrainSpec:
                      loader_workers=0, params=info.param_count(aux))
 
 
-def plan(options: VetOptions, alloc: Allocation, device: devices.DeviceInfo, share: Sharing,
-         stamp: str | None = None) -> list[Job]:
-    """The node-probe job, then (with two nodes or more) the pair-probe job."""
+def _launch(options: VetOptions, alloc: Allocation, device: devices.DeviceInfo,
+            nodes: Sequence[str], per_node: int) -> LaunchSpec:
+    """One step over these nodes, per_node tasks on each (DDP's Slurm step)."""
     from scalebench.frameworks import ddp
 
-    nodes = alloc.nodes
-    check_faults(options, nodes)
-    stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
+    part = alloc.subset(list(nodes))
+    on_node = part.place(len(nodes) * per_node, device.device, max_per_node=per_node)
+    return LaunchSpec(framework="ddp", world_size=len(nodes) * per_node, nodes=len(nodes),
+                      device=device.device, backend=device.backend, timeout=options.timeout,
+                      threads_per_worker=on_node.cpus_per_task, options=ddp.Options(),
+                      launcher="slurm", slurm_nodes=tuple(nodes), max_per_node=per_node)
+
+
+def _faults(options: VetOptions) -> dict:
+    return {"node_slowdown": options.node_slowdown, "link_delay": options.link_delay}
+
+
+def node_job(options: VetOptions, alloc: Allocation, device: devices.DeviceInfo,
+             share: Sharing, nodes: Sequence[str], run_id: str) -> Job:
+    """The node probes of these nodes as one step (one task per node, per GPU on CUDA)."""
     cuda = device.device == "cuda"
     per_node = alloc.gpus_per_node if cuda else 1
     if cuda and per_node < 1:
         raise UserError(f"device: a CUDA vetting needs GPUs and {alloc.describe()} has none; "
                         "ask salloc/sbatch for --gpus-per-node")
-    on_node = alloc.place(len(nodes) * per_node, device.device, max_per_node=per_node)
-    base = LaunchSpec(framework="ddp", world_size=len(nodes) * per_node, nodes=len(nodes),
-                      device=device.device, backend=device.backend, timeout=options.timeout,
-                      threads_per_worker=on_node.cpus_per_task, options=ddp.Options(),
-                      launcher="slurm", slurm_nodes=nodes, max_per_node=per_node)
-    faults = {"node_slowdown": options.node_slowdown, "link_delay": options.link_delay}
-    matmul = options.matmul_size or DEFAULT_MATMUL[device.device]
-    jobs = [Job(f"vet-{stamp}-nodes", vet_task.KIND, base, vet_task.VetSpec(
-        probe="nodes", nodes=nodes, together=share.together, repeats=options.repeats,
-        per_node=per_node, train=train_spec(options, device), matmul_size=matmul,
-        matmul_iters=options.matmul_iters, **faults))]
-    rounds = schedule.rounds(nodes)
-    if rounds:
-        one = alloc.place(len(nodes), device.device, max_per_node=1)
-        launch = LaunchSpec(**{**base.__dict__, "world_size": len(nodes), "max_per_node": 1,
-                               "threads_per_worker": one.cpus_per_task})
-        jobs.append(Job(f"vet-{stamp}-pairs", vet_task.KIND, launch, vet_task.VetSpec(
-            probe="pairs", nodes=nodes, together=share.together, repeats=options.repeats,
-            rounds=tuple(tuple(r) for r in rounds),
-            allreduce_bytes=options.allreduce_size or DEFAULT_ALLREDUCE[device.device],
-            allreduce_iters=options.allreduce_iters, **faults)))
-    return jobs
+    return Job(run_id, vet_task.KIND, _launch(options, alloc, device, nodes, per_node),
+               vet_task.VetSpec(
+                   probe="nodes", nodes=tuple(nodes), together=share.together,
+                   repeats=options.repeats, per_node=per_node, train=train_spec(options, device),
+                   matmul_size=options.matmul_size or DEFAULT_MATMUL[device.device],
+                   matmul_iters=options.matmul_iters,
+                   sustained_seconds=options.sustained or DEFAULT_SUSTAINED[device.device],
+                   probe_kill=options.probe_kill, **_faults(options)))
+
+
+def pair_job(options: VetOptions, alloc: Allocation, device: devices.DeviceInfo,
+             share: Sharing, nodes: Sequence[str], rounds: Sequence[Sequence[tuple[str, str]]],
+             first_round: int, run_id: str) -> Job:
+    """The pairs of these rounds as one step over the nodes they name (one task per node)."""
+    busy = {n for r in rounds for p in r for n in p}
+    step_nodes = tuple(n for n in nodes if n in busy)
+    return Job(run_id, vet_task.KIND, _launch(options, alloc, device, step_nodes, 1),
+               vet_task.VetSpec(
+                   probe="pairs", nodes=step_nodes, together=share.together,
+                   repeats=options.repeats, rounds=tuple(tuple(r) for r in rounds),
+                   first_round=first_round,
+                   allreduce_bytes=options.allreduce_size or DEFAULT_ALLREDUCE[device.device],
+                   allreduce_iters=options.allreduce_iters, **_faults(options)))
+
+
+def topology_for(options: VetOptions, nodes: Sequence[str]) -> topology.Topology | None:
+    """--topology's file, else Slurm's own tree topology, else None; over these nodes."""
+    found = topology.read_file(options.topology) if options.topology else topology.from_slurm()
+    return topology.for_nodes(found, nodes) if found else None
+
+
+def pair_schedule(options: VetOptions, nodes: Sequence[str],
+                  tree: topology.Topology | None) -> schedule.Schedule:
+    return schedule.choose(nodes, options.pairs, options.rounds,
+                           tree.leaves if tree else None)
