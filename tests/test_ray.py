@@ -232,7 +232,8 @@ def test_all_models_one_and_two_workers(tmp_path, two_nodes):
         # Ray's own node_rank/local_rank group workers by IP address: one machine here.
         assert len({t["node_id"] for t in r["topology"]}) == r["nodes"]
         assert 0 < r["startup_seconds"] < 600
-        assert r["options"] == {"address": two_nodes, "placement": "PACK"}
+        assert r["options"] == {"address": two_nodes, "placement": "PACK",
+                                "bucket_cap_mb": None, "gradient_as_bucket_view": False}
     check_real_breakdown(records)
 
 
