@@ -40,6 +40,22 @@ def png_bytes(fig) -> bytes:
     return buffer.getvalue()
 
 
+def write_pages(out_dir: Path, stem: str, pngs: dict[str, bytes], markdown, html) -> list[Path]:
+    """STEM.md with its figures beside it as STEM-NAME.png, and the self-contained STEM.html
+    (figures inline): markdown(names: figure -> file name) and html(pngs) render the pages."""
+    import re
+
+    names = {}
+    for name, png in pngs.items():
+        path = out_dir / (f"{stem}-" + re.sub(r"[^A-Za-z0-9_.-]", "-", name) + ".png")
+        path.write_bytes(png)
+        names[name] = path.name
+    md, page = out_dir / f"{stem}.md", out_dir / f"{stem}.html"
+    md.write_text(markdown(names))
+    page.write_text(html(pngs))
+    return [md, page, *(out_dir / n for n in names.values())]
+
+
 def save(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -159,12 +159,7 @@ def write(doc: dict[str, Any], out_dir: Path) -> list[Path]:
         png = response_png(cell)
         if png:
             pngs[cell["cell"]] = png
-    names = {}
-    for cell_name, png in pngs.items():
-        path = out_dir / ("tune-" + re.sub(r"[^A-Za-z0-9_.-]", "-", cell_name) + ".png")
-        path.write_bytes(png)
-        names[cell_name] = path.name
-    md, page = out_dir / "tune.md", out_dir / "tune.html"
-    md.write_text(markdown(doc, names))
-    page.write_text(html(doc, pngs))
-    return [md, page, *(out_dir / n for n in names.values())]
+    from scalebench.report import plotting
+
+    return plotting.write_pages(out_dir, "tune", pngs, lambda names: markdown(doc, names),
+                                lambda figures: html(doc, figures))

@@ -232,12 +232,7 @@ def write(doc: dict[str, Any], out_dir: Path) -> list[Path]:
     """vet.md (with its PNGs beside it) and the self-contained vet.html."""
     pngs = {name: png for name, png in (("bars", bars_png(doc)), ("heatmap", heatmap_png(doc)))
             if png}
-    names = {}
-    for name, png in pngs.items():
-        path = out_dir / f"vet-{name}.png"
-        path.write_bytes(png)
-        names[name] = path.name
-    md, page = out_dir / "vet.md", out_dir / "vet.html"
-    md.write_text(markdown(doc, names))
-    page.write_text(html(doc, pngs))
-    return [md, page, *(out_dir / n for n in names.values())]
+    from scalebench.report import plotting
+
+    return plotting.write_pages(out_dir, "vet", pngs, lambda names: markdown(doc, names),
+                                lambda figures: html(doc, figures))
