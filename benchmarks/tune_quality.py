@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from scalebench.hardware.envinfo import cpu_model
 from scalebench.spec import config
 from scalebench.tuning import knobs as knob_rules
 from scalebench.tuning import run as tune_run
-from scalebench.tuning.race import Race
+from scalebench.tuning.race import Race, ratio_interval
 
 
 def grid(sweep, framework: str, model: str, out: Path, launches: int, rounds: int) -> dict:
@@ -64,11 +63,8 @@ def grid(sweep, framework: str, model: str, out: Path, launches: int, rounds: in
     points = {}
     for c in candidates:
         diffs = race.paired(c.name, race.default)
-        mean = sum(diffs) / len(diffs)
-        sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
-        half = scipy_stats.t.ppf(0.975, len(diffs) - 1) * sd / math.sqrt(len(diffs))
-        points[c.name] = {"ratio": math.exp(mean), "low": math.exp(mean - half),
-                          "high": math.exp(mean + half), "diffs": diffs}
+        ratio, low, high = ratio_interval(diffs)
+        points[c.name] = {"ratio": ratio, "low": low, "high": high, "diffs": diffs}
     return {"cell": cell.name, "seconds": seconds, "default": race.default, "points": points,
             "best": max(points, key=lambda n: points[n]["ratio"])}
 

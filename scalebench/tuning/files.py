@@ -12,6 +12,7 @@ from typing import Any
 
 from scalebench.records import atomic
 from scalebench.spec.tuned import FORMAT_VERSION, TUNED_TOML
+from scalebench.tuning.race import ratio_interval
 
 TUNE_JSON = "tune.json"
 
@@ -20,19 +21,11 @@ def paired_summary(race, name: str) -> dict[str, Any]:
     """A candidate's ratio to the default over its paired slots: geometric mean and a 95%
     Student-t interval of the mean log ratio (slots treated as independent: adjacent windows
     share the machine's drift, which the pairing cancels)."""
-    from scipy import stats
-
     diffs = race.paired(name, race.default)
-    n = len(diffs)
-    if n == 0:
+    if not diffs:
         return {"slots": 0, "ratio": None, "low": None, "high": None}
-    mean = sum(diffs) / n
-    if n < 2:
-        return {"slots": n, "ratio": math.exp(mean), "low": None, "high": None}
-    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-    half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-    return {"slots": n, "ratio": math.exp(mean), "low": math.exp(mean - half),
-            "high": math.exp(mean + half)}
+    ratio, low, high = ratio_interval(diffs)
+    return {"slots": len(diffs), "ratio": ratio, "low": low, "high": high}
 
 
 def cell_document(result) -> dict[str, Any]:

@@ -176,19 +176,22 @@ class Confirmation:
                 f"fresh paired launches: not beyond noise, the default is kept")
 
 
-def confirm(winner: str, default: str, launch_ratios: Sequence[float],
-            level: float = 0.95) -> Confirmation:
-    """Student-t interval of the mean log ratio over launches (each launch one sample)."""
-    from scipy import stats
+def ratio_interval(log_ratios: Sequence[float]) -> tuple[float, float | None, float | None]:
+    """Geometric-mean ratio and the 95% Student-t interval of the mean log ratio, as ratios
+    (stats.summarize on the logs; no interval from one value)."""
+    from scalebench.analysis import stats
 
-    logs = [math.log(r) for r in launch_ratios]
-    n = len(logs)
-    mean = sum(logs) / n
-    if n < 2:
-        return Confirmation(winner, default, tuple(launch_ratios), math.exp(mean), math.nan,
-                            math.nan, False)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
-    half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
-    low, high = math.exp(mean - half), math.exp(mean + half)
-    return Confirmation(winner, default, tuple(launch_ratios), math.exp(mean), low, high,
+    s = stats.summarize(log_ratios)
+    if s.ci_low is None:
+        return math.exp(s.mean), None, None
+    return math.exp(s.mean), math.exp(s.ci_low), math.exp(s.ci_high)
+
+
+def confirm(winner: str, default: str, launch_ratios: Sequence[float]) -> Confirmation:
+    """Student-t interval of the mean log ratio over launches (each launch one sample)."""
+    ratio, low, high = ratio_interval([math.log(r) for r in launch_ratios])
+    if low is None:
+        return Confirmation(winner, default, tuple(launch_ratios), ratio, math.nan, math.nan,
+                            False)
+    return Confirmation(winner, default, tuple(launch_ratios), ratio, low, high,
                         winner != default and low > 1.0)
