@@ -248,13 +248,14 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
     started = time.monotonic()
     by_name = {c.name: c for c in candidates}
     per_launch: float | None = None  # seconds of one race launch per candidate (measured)
+    floor = MIN_LAUNCH_SECONDS.get(cell.framework, 10.0)  # until a launch is measured
 
     def spent() -> float:
         return time.monotonic() - started
 
     def reserve() -> float:
         # the confirmation's launches: 2 candidates each (in-launch: one launch, else two)
-        unit = per_launch if per_launch is not None else MIN_LAUNCH_SECONDS.get(cell.framework, 10.0)
+        unit = per_launch if per_launch is not None else floor
         return CONFIRM_LAUNCHES * unit * 2
 
     how = ("interleaved inside each launch" if cell.in_launch else
@@ -266,7 +267,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         if len(alive) == 1:
             result.stopped = "only the default is left"
             break
-        next_cost = (per_launch or MIN_LAUNCH_SECONDS.get(cell.framework, 10.0)) * len(alive)
+        next_cost = (per_launch or floor) * len(alive)
         if result.launches and spent() + next_cost + reserve() > budget:
             result.stopped = f"the cell's budget ({duration(budget)}) is spent"
             break
@@ -295,7 +296,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
                     reason = "no record" if record is None else record.get("error") or "failed"
                     if candidate.default:
                         result.stopped = f"the default failed: {reason}"
-                        return finish(tuner, result, started)
+                        return finish(result, started)
                     race.fail(candidate.name, reason)
                     continue
                 per_launch = time.monotonic() - began
@@ -309,7 +310,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
     if winner == race.default or result.stopped.startswith("the default failed"):
         result.confirmation = confirm(race.default, race.default, [1.0])
         tuner.note(f"{cell.name}: no candidate ahead of the default ({result.stopped})")
-        return finish(tuner, result, started)
+        return finish(result, started)
     if spent() + reserve() > budget * CONFIRM_OVERRUN:
         result.findings.append(
             f"{winner} led the race ({race.score(winner) * 100:+.1f}% on its paired slots) but "
@@ -317,7 +318,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
             f"{duration(reserve())} more): the default is kept; a larger --budget confirms it")
         result.confirmation = confirm(race.default, race.default, [1.0])
         tuner.note(f"{cell.name}: {result.findings[-1]}")
-        return finish(tuner, result, started)
+        return finish(result, started)
     tuner.note(f"{cell.name}: confirming {winner} against the default over "
                f"{CONFIRM_LAUNCHES} fresh launches")
     ratios = []
@@ -351,7 +352,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         result.findings.append(f"every confirmation launch of {winner} failed")
         result.confirmation = confirm(race.default, race.default, [1.0])
     tuner.note(f"{cell.name}: {result.confirmation.words()}")
-    return finish(tuner, result, started)
+    return finish(result, started)
 
 
 def find_broken(tuner: Tuner, cell: Cell, result: CellResult, alive: Sequence[Candidate],
@@ -378,7 +379,7 @@ def find_broken(tuner: Tuner, cell: Cell, result: CellResult, alive: Sequence[Ca
     return True
 
 
-def finish(tuner: Tuner, result: CellResult, started: float) -> CellResult:
+def finish(result: CellResult, started: float) -> CellResult:
     result.seconds = time.monotonic() - started
     return result
 
