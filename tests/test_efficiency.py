@@ -1,5 +1,6 @@
 """Statistics and efficiency on hand-computed numbers."""
 
+import json
 import math
 
 import pytest
@@ -89,3 +90,28 @@ def test_strong_scaling_baseline_matches_the_global_batch():
     two = {**_record("ddp", 2, [16.0, 16.0]), "scaling": "strong", "batch_size": 4, "global_batch": 8}
     rows = {r["world_size"]: r for r in aggregate.summary_rows([one, two])}
     assert rows[2]["efficiency"] == pytest.approx(0.8)
+
+
+def test_a_tuned_row_takes_the_defaults_one_worker_baseline_unless_it_has_its_own():
+    """One worker runs the plain step, so a knob (a communication setting) cannot change it; a
+    step option that is not a knob (fp16 compression) keeps its own baseline."""
+    def horovod(world, trials, **options):
+        return {**_record("horovod", world, trials), "options": options}
+
+    tuned = horovod(2, [22.0, 22.0], fusion_threshold_mb=8.0)
+    fp16 = horovod(2, [21.0, 21.0], fp16_allreduce=True)
+    rows = aggregate.summary_rows([horovod(1, [12.0, 12.0]), horovod(2, [20.0, 20.0]), tuned,
+                                   fp16])
+    by_options = {json.dumps(r["options"], sort_keys=True): r for r in rows
+                  if r["world_size"] == 2}
+    row = by_options['{"fusion_threshold_mb": 8.0}']
+    assert row["efficiency"] == pytest.approx(22 / 24)
+    assert row["baseline_note"].startswith("the default's one-worker run")
+    assert by_options['{"fp16_allreduce": true}']["efficiency"] is None
+    assert by_options["{}"]["baseline_note"] == ""
+    # a tuned one-worker run of its own is preferred
+    own = aggregate.summary_rows([horovod(1, [12.0, 12.0]), horovod(1, [11.0, 11.0],
+                                                                    fusion_threshold_mb=8.0),
+                                  tuned])
+    row = next(r for r in own if r["world_size"] == 2)
+    assert row["efficiency"] == pytest.approx(1.0) and row["baseline_note"] == ""

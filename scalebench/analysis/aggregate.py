@@ -270,7 +270,8 @@ def _row(runs: Runs, samples: stats.Samples) -> dict:
         "efficiency": None, "efficiency_ci95_low": None, "efficiency_ci95_high": None,
         "efficiency_vs_best": None, "best_one_worker_framework": None,
         "efficiency_per_node": None,
-        "baseline_images_per_sec": None, "best_one_worker_images_per_sec": None,
+        "baseline_images_per_sec": None, "baseline_note": "",
+        "best_one_worker_images_per_sec": None,
         "wrapped_images_per_sec": None, "wrapped_ci95_low": None, "wrapped_ci95_high": None,
         "wrapper_overhead": None,
         "warnings": run_warnings(runs),
@@ -304,6 +305,10 @@ def summary_rows(records: Sequence[dict]) -> list[dict]:
         record, s = r.newest_ok, summaries[key]
         row = _row(r, samples[key])
         base = identity.baseline_key(record)
+        if base not in runs and identity.untuned_baseline_key(record) in runs:
+            base = identity.untuned_baseline_key(record)
+            row["baseline_note"] = ("the default's one-worker run (one worker runs the plain "
+                                    "step: the tuned knobs change only communication)")
         if base == key:  # a run against itself is exactly 1, with no uncertainty
             row.update(efficiency=1.0, baseline_images_per_sec=s.mean)
         elif base in runs:

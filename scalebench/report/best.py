@@ -17,7 +17,9 @@ TITLE = "At their best"
 TEXT = ("Each framework at its defaults and tuned (the settings `scalebench tune` confirmed, run "
         "beside the defaults with `scalebench sweep --tuned`), at the same model and worker "
         "count. Gaps are decided as in the framework comparison above; a gap that is not "
-        "significant is called within noise.",)
+        "significant is called within noise. A tuned row's efficiency is against the default's "
+        "one-worker run unless it has its own: one worker runs the plain step, so the tuned "
+        "knobs (communication settings) cannot change it.",)
 EMPTY = ("No tuned runs in these results: `scalebench tune` finds each framework's best "
          "settings, and `scalebench sweep --tuned DIR` runs them beside the defaults.")
 
@@ -121,7 +123,8 @@ def build(rows: Sequence[dict], alpha: float = 0.05) -> tuple[Cell, ...]:
 
 
 HEADER = ("framework", "default images/s (95% CI)", "tuned images/s (95% CI)", "tuned settings",
-          "tuned vs default", "rank at defaults", "rank at their best")
+          "tuned vs default", "efficiency default / tuned", "rank at defaults",
+          "rank at their best")
 
 
 def rows_of(cell: Cell) -> list[list[str]]:
@@ -131,6 +134,9 @@ def rows_of(cell: Cell) -> list[list[str]]:
         ci = ("" if r["ci95_low"] is None else f" [{r['ci95_low']:.3g}, {r['ci95_high']:.3g}]")
         return f"{r['images_per_sec']:.3g}{ci}"
 
+    def efficiency(r: dict | None) -> str:
+        return "-" if r is None or r.get("efficiency") is None else f"{r['efficiency']:.0%}"
+
     by_default = sorted((e for e in cell.entries if e.default),
                         key=lambda e: -e.default["images_per_sec"])
     by_best = sorted(cell.entries, key=lambda e: -e.best["images_per_sec"])
@@ -139,6 +145,7 @@ def rows_of(cell: Cell) -> list[list[str]]:
         out.append([e.framework, rate(e.default), rate(e.tuned),
                     settings_text(e.tuned) if e.tuned else "default kept",
                     "-" if e.gain is None else f"{e.gain:+.1%}",
+                    f"{efficiency(e.default)} / {efficiency(e.tuned)}",
                     str(by_default.index(e) + 1) if e in by_default else "-",
                     str(by_best.index(e) + 1)])
     return out

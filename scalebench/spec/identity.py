@@ -144,6 +144,19 @@ def baseline_key(record: Mapping[str, Any], world_size: int = 1) -> tuple:
     return with_changes(config_key(record), world_size=world_size, nodes=1, batch_size=batch)
 
 
+def untuned_baseline_key(record: Mapping[str, Any]) -> tuple:
+    """baseline_key with the framework's communication knobs (Framework.knobs: what `scalebench
+    tune` sets) left at their defaults. One worker runs the plain step, with no framework
+    communication (worker/measure.py), so a tuned run's one-worker step is its default's: a
+    tuned row without a one-worker run of its own takes the default's as its baseline."""
+    framework = record.get("framework")
+    knobs = ({k.option for k in frameworks.get(framework).knobs}
+             if framework in frameworks.names() else set())
+    kept = {k: v for k, v in step_options(record).items() if k not in knobs}
+    return with_changes(baseline_key(record),
+                        step_options=json.dumps(kept, sort_keys=True, default=str))
+
+
 def best_baseline_key(record: Mapping[str, Any]) -> tuple:
     """baseline_key with framework and step options left open (None): the one-worker runs of
     every framework that efficiency_vs_best chooses from."""
