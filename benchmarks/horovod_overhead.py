@@ -1,7 +1,9 @@
 """Horovod through scalebench vs. a minimal hand-written Horovod loop, alternated in one run.
 
 Same model, per-worker batch, image size, workers and threads (max(1, cores // workers)).
-Prints each round and the ratio scalebench / minimal (goal >= 0.98). With --setup-times it
+Prints each round and the ratio scalebench / minimal (goal >= 0.98) with its 95% interval
+over rounds; the order alternates (A B, B A, ...) so that drift and a warm page cache favour
+neither. With --setup-times it
 also times scripts/install_horovod.sh against a cold (empty) and a warm wheel cache.
 
     python benchmarks/horovod_overhead.py [--model resnet101] [--workers 2] [--rounds 3]
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -29,6 +32,7 @@ from scalebench.frameworks.horovod.install import check_installation, horovodrun
 from scalebench.hardware import devices
 from scalebench.spec import config
 from scalebench.tasks import train
+from scalebench.tuning.race import ratio_interval
 
 HERE = Path(__file__).resolve().parent
 # --smoke: the smallest run that still launches both loops under horovodrun at 2 workers
@@ -81,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--trials", type=int, default=3)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--setup-times", action="store_true")
     p.add_argument("--smoke", action="store_true",
                    help="smallest run (under a minute), to check that the script still works")
@@ -93,17 +97,25 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(reason)
     threads = devices.threads_per_worker(devices.resolve("cpu"), a.workers, None)
     print(f"{a.model} {a.image_size}px batch {a.batch_size}/worker, {a.workers} workers x "
-          f"{threads} threads, {a.iters * a.trials} timed steps, {a.rounds} rounds (A/B alternated)")
+          f"{threads} threads, {a.iters * a.trials} timed steps, {a.rounds} rounds (order "
+          f"alternated)")
     ours, theirs = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(a.rounds):
-            ours.append(scalebench_run(a, Path(tmp) / f"sb{i}"))
-            theirs.append(minimal_run(a, Path(tmp) / f"min{i}", threads))
-            print(f"round {i + 1}: scalebench {ours[-1]:.3f} images/s, minimal {theirs[-1]:.3f} "
-                  f"images/s, ratio {ours[-1] / theirs[-1]:.4f}")
+            if i % 2 == 0:
+                ours.append(scalebench_run(a, Path(tmp) / f"sb{i}"))
+                theirs.append(minimal_run(a, Path(tmp) / f"min{i}", threads))
+            else:
+                theirs.append(minimal_run(a, Path(tmp) / f"min{i}", threads))
+                ours.append(scalebench_run(a, Path(tmp) / f"sb{i}"))
+            print(f"round {i + 1} ({'scalebench first' if i % 2 == 0 else 'minimal first'}): "
+                  f"scalebench {ours[-1]:.3f} images/s, minimal {theirs[-1]:.3f} images/s, "
+                  f"ratio {ours[-1] / theirs[-1]:.4f}")
     ratios = [o / t for o, t in zip(ours, theirs, strict=True)]
-    print(f"ratio scalebench/minimal: median {statistics.median(ratios):.4f}, "
-          f"of means {statistics.fmean(ours) / statistics.fmean(theirs):.4f} (goal >= 0.98)")
+    ratio, low, high = ratio_interval([math.log(r) for r in ratios])
+    interval = "" if low is None else f" [{low:.4f}, {high:.4f}] (95%, {len(ratios)} rounds)"
+    print(f"ratio scalebench/minimal: geometric mean {ratio:.4f}{interval}, median "
+          f"{statistics.median(ratios):.4f} (goal >= 0.98)")
     if a.setup_times:
         setup_times(str(Path(sys.executable).parent.parent))
 

@@ -1,8 +1,10 @@
 """A minimal hand-written Horovod training loop (the reference for horovod_overhead.py).
 
 horovodrun -np N -H localhost:N --gloo python benchmarks/minimal_horovod_loop.py OUT.json \
-    MODEL IMAGE_SIZE BATCH STEPS WARMUP THREADS
-Rank 0 writes {"images_per_sec": ...} to OUT.json.
+    MODEL IMAGE_SIZE BATCH STEPS WARMUP THREADS [STEP_TIMES.json]
+Rank 0 writes {"images_per_sec": ...} to OUT.json, and with STEP_TIMES.json the wall-clock time
+(Unix seconds) at which each step, warm-up included, ended (horovod_autotune.py reads when
+Horovod's autotuner finished from them).
 
 It has no --smoke flag of its own: horovod_overhead.py launches it, and
 `python benchmarks/horovod_overhead.py --smoke` runs it once at the smallest sizes
@@ -20,6 +22,8 @@ import torchvision.models as tvm
 
 def main() -> None:
     out, model_name, size, batch, steps, warmup, threads = sys.argv[1:8]
+    step_times = sys.argv[8] if len(sys.argv) > 8 else None
+    ended = []
     size, batch, steps, warmup = int(size), int(batch), int(steps), int(warmup)
     torch.set_num_threads(int(threads))
     hvd.init()
@@ -35,6 +39,8 @@ def main() -> None:
         opt.zero_grad()
         loss_fn(model(x), y).backward()
         opt.step()
+        if step_times:
+            ended.append(time.time())
 
     for _ in range(warmup):
         step()
@@ -47,6 +53,9 @@ def main() -> None:
     if hvd.rank() == 0:
         with open(out, "w") as fh:
             json.dump({"images_per_sec": hvd.size() * batch * steps / elapsed}, fh)
+        if step_times:
+            with open(step_times, "w") as fh:
+                json.dump(ended, fh)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ shows "At their best"; bad input is one line and exit 2 before anything launches
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,8 +76,9 @@ def test_ddp_tune_reads_back_the_buckets_and_a_sweep_runs_the_winner_beside_the_
     if cell["winner"] == cell["default"]:
         text = text.replace("[cell.options]\n", "[cell.options]\nbucket_cap_mb = 1.0\n", 1)
     forced.write_text(text)
-    assert cli.main(["sweep", *CELL, "--frameworks", "ddp", "--trials", "2", "--no-breakdown",
-                     "--out", str(sweep), "--quiet", "--tuned", str(forced)]) == 0
+    assert cli.main(["sweep", *CELL, "--workers", "1,2", "--frameworks", "ddp", "--trials", "2",
+                     "--no-breakdown", "--out", str(sweep), "--quiet", "--tuned",
+                     str(forced)]) == 0
     records = read_records(sweep / "results.jsonl")
     two = [r for r in records if r["world_size"] == 2]
     tuned_cap = cell["winner_settings"]["bucket_cap_mb"] if cell["winner"] != cell["default"] \
@@ -86,6 +88,10 @@ def test_ddp_tune_reads_back_the_buckets_and_a_sweep_runs_the_winner_beside_the_
     report = (sweep / "report.md").read_text()
     best = report.split("## At their best", 1)[1].split("\n## ", 1)[0]
     assert f"ddp tuned (bucket_cap_mb={tuned_cap})" in best and "default kept" not in best
+    # the tuned row's efficiency is against the default's one-worker run (one worker does not
+    # communicate, so the knob cannot change it)
+    [line] = [x for x in best.splitlines() if x.startswith("| ddp ")]
+    assert re.search(r"\| \d+% / \d+% \|", line), line
     assert "At their best" in (sweep / "report.html").read_text()
 
 

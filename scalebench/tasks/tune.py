@@ -41,6 +41,15 @@ class TuneSpec:
         object.__setattr__(self, "candidates",
                            tuple((str(n), dict(s)) for n, s in self.candidates))
 
+    @property
+    def steps(self) -> int:
+        """Training steps each worker runs in this launch, warm-ups included
+        (worker/interleave.py: one candidate warms up once; several re-warm after each wrap)."""
+        t = self.train
+        if len(self.candidates) == 1:
+            return max(self.rewarm, t.warmup) + self.rounds * t.iters
+        return t.warmup + self.rounds * len(self.candidates) * (self.rewarm + t.iters)
+
 
 FIELDS: dict[str, tuple[type, ...]] = {
     "cell": (str,), "phase": (str,), "model": (str,), "batch_size": (int,),

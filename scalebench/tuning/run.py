@@ -186,7 +186,7 @@ class Tuner:
                                 "candidates": [c.name for c in candidates],
                                 "status": None if record is None else record["status"],
                                 "error": None if record is None else record.get("error"),
-                                "seconds": time.monotonic() - begun})
+                                "steps": spec.steps, "seconds": time.monotonic() - begun})
         return record
 
     def close(self) -> None:
