@@ -147,3 +147,21 @@ def test_vet_accuracy_smoke():
     [wall] = figure(r"^vetting wall time \(3 nodes, median of 2\): (\d+) s$", out)
     assert wall > 0
     assert "default sweep" not in out  # --smoke never runs the sweep
+
+
+def test_horovod_autotune_reads_the_best_params_line_as_horovodrun_prints_it():
+    """horovod_autotune.py's full run takes tens of minutes (the autotuner needs ~1,200 steps),
+    too long for the suite; what it reads from Horovod's log is checked on Horovod 0.28's own
+    format: horovodrun's rank prefix, microseconds padded with spaces."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import horovod_autotune
+    finally:
+        sys.path.pop(0)
+    line = ("[0]<stdout>:[2026-12-06 15:40:01.  1234: I horovod/common/parameter_manager.cc:293] "
+            "Autotuner: Best params [0, 0, 0, 1, 12.5 ms, 32.75 mb] 1.3e+06")
+    m = horovod_autotune.BEST_LINE.match(line)
+    assert m and m.group(1) == "2026-12-06 15:40:01" and int(m.group(2)) == 1234
+    assert horovod_autotune.best_settings(m.group(3)) == (12.5, 32.75)
+    assert horovod_autotune.BEST_LINE.match(line.removeprefix("[0]<stdout>:"))
+    assert not horovod_autotune.BEST_LINE.match(line.replace("Best params", "Warming up"))
