@@ -36,7 +36,12 @@ from scalebench.tuning import knobs as knob_rules
 from scalebench.tuning.race import Candidate, Confirmation, Race, confirm
 
 ROUNDS_PER_LAUNCH = 3  # in-launch: windows per candidate per launch
-CONFIRM_LAUNCHES = 3
+CONFIRM_LAUNCHES = 3  # at least
+# At most: the confirmation takes more paired launches where the cell's budget has room left
+# after the race (how many is fixed from the budget before the first, never from its results,
+# so stopping cannot favour a verdict). Horovod's launch-to-launch spread on a CPU (about 10%
+# a launch) leaves 3 launches an interval of +-30%.
+CONFIRM_MAX = 8
 # A confirmation may overrun the cell's budget by this factor, no more (else it is skipped and
 # the default kept, said as such).
 CONFIRM_OVERRUN = 1.25
@@ -319,11 +324,15 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         result.confirmation = confirm(race.default, race.default, [1.0])
         tuner.note(f"{cell.name}: {result.findings[-1]}")
         return finish(result, started)
+    pair_cost = reserve() / CONFIRM_LAUNCHES
+    pairs = CONFIRM_LAUNCHES
+    if pair_cost > 0:
+        pairs = max(CONFIRM_LAUNCHES, min(CONFIRM_MAX, int((budget - spent()) // pair_cost)))
     tuner.note(f"{cell.name}: confirming {winner} against the default over "
-               f"{CONFIRM_LAUNCHES} fresh launches")
+               f"{pairs} fresh launches")
     ratios = []
     pair = [by_name[winner], by_name[race.default]]
-    for _ in range(CONFIRM_LAUNCHES):
+    for _ in range(pairs):
         if cell.in_launch:
             record = tuner.launch(cell, result, pair, ROUNDS_PER_LAUNCH, "confirm")
             if record is None or record["status"] != "ok":
