@@ -15,6 +15,7 @@ Goal (issue "Each framework at its best"): scalebench's winner at least as fast 
 autotuner's best, with at most a third of its steps.
 
     python benchmarks/horovod_autotune.py [--model resnet101] [--budget 300] [--rounds 5]
+    python benchmarks/horovod_autotune.py --autotune-from OLD/autotune   # reuse its autotune run
     python benchmarks/horovod_autotune.py --smoke   # tiny sizes; the autotuner cut short
 """
 
@@ -68,6 +69,12 @@ def autotune(a, out: Path, threads: int) -> dict:
     seconds = time.monotonic() - began
     if proc.returncode != 0 or not times.is_file():
         raise SystemExit(f"the autotune loop failed: {proc.stderr_tail}")
+    return read_autotune(out, seconds)
+
+
+def read_autotune(out: Path, seconds: float) -> dict:
+    """What an autotune run left in `out`: its best and the step it finished at."""
+    log, times = out / "autotune.csv", out / "step_times.json"
     ended = json.loads(times.read_text())
     best = None
     for line in (out / "stdout.log").read_text(errors="replace").splitlines():
@@ -142,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps-per-sample", type=int, default=0,
                    help="HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE (0: Horovod's default, 10)")
     p.add_argument("--rounds", type=int, default=5, help="rounds of the side-by-side launches")
+    p.add_argument("--autotune-from", default=None, metavar="DIR",
+                   help="the autotune/ folder of an earlier run of this script (same cell): its "
+                        "result is read instead of running the autotuner again (~15 min here)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default=None)
     p.add_argument("--smoke", action="store_true",
@@ -172,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"scalebench tune: winner {cell.winner} ({tuned['verdict']}); {ours_steps} steps per "
           f"worker in {len(tuned['launches'])} launches, {time.monotonic() - began:.0f} s")
 
-    at = autotune(a, out / "autotune", threads)
+    if a.autotune_from:
+        at = read_autotune(Path(a.autotune_from), math.nan)
+        print(f"Horovod autotune: read from an earlier run in {a.autotune_from}")
+    else:
+        at = autotune(a, out / "autotune", threads)
     if not at["finished"]:
         print(f"Horovod autotune: not finished after {at['steps']} steps ({at['scores']} scores "
               f"logged, {at['seconds']:.0f} s); raise --autotune-steps")
