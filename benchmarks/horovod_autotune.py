@@ -37,7 +37,6 @@ from scalebench.frameworks.horovod.install import check_installation, horovodrun
 from scalebench.hardware import devices
 from scalebench.hardware.envinfo import cpu_model
 from scalebench.spec import config
-from scalebench.tuning import knobs as knob_rules
 from scalebench.tuning import run as tune_run
 from scalebench.tuning.race import Candidate, Race, ratio_interval
 
@@ -111,14 +110,8 @@ def side_by_side(sweep, cell_out: Path, candidates: list[Candidate], rounds: int
         for _ in range(rounds):
             order = list(candidates)
             tuner.rng.shuffle(order)
-            slot = {}
-            for c in order:
-                options = knob_rules.options_with("horovod", cell.job.launch.options,
-                                                  dict(c.settings))
-                record = tuner.launch(cell, result, [c], tune_run.ROUNDS_PER_LAUNCH, "compare",
-                                      options)
-                if record is not None and record["status"] == "ok":
-                    slot[c.name] = tune_run.launch_mean(record)
+            slot = tune_run.round_of_launches(tuner, cell, result, order,
+                                              tune_run.ROUNDS_PER_LAUNCH, "compare")
             if len(slot) == len(candidates):
                 slots.append(slot)
     finally:

@@ -50,13 +50,8 @@ def grid(sweep, framework: str, model: str, out: Path, launches: int, rounds: in
                 for slot in tune_run.slot_values(record):
                     race.add_slot(slot)
             else:
-                slot = {}
-                for c in candidates:
-                    options = knob_rules.options_with(framework, cell.job.launch.options,
-                                                      dict(c.settings))
-                    record = tuner.launch(cell, result, [c], rounds, "grid", options)
-                    slot[c.name] = tune_run.launch_mean(record)
-                race.add_slot(slot)
+                race.add_slot(tune_run.round_of_launches(tuner, cell, result, candidates,
+                                                         rounds, "grid"))
     finally:
         tuner.close()
     seconds = time.monotonic() - started

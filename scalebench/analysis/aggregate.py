@@ -304,9 +304,9 @@ def summary_rows(records: Sequence[dict]) -> list[dict]:
     for key, r in runs.items():
         record, s = r.newest_ok, summaries[key]
         row = _row(r, samples[key])
-        base = identity.baseline_key(record)
-        if base not in runs and identity.untuned_baseline_key(record) in runs:
-            base = identity.untuned_baseline_key(record)
+        base, untuned = identity.baseline_key(record), identity.untuned_baseline_key(record)
+        if base not in runs and untuned in runs:
+            base = untuned
             row["baseline_note"] = ("the default's one-worker run (one worker runs the plain "
                                     "step: the tuned knobs change only communication)")
         if base == key:  # a run against itself is exactly 1, with no uncertainty

@@ -60,7 +60,7 @@ def cell_document(result) -> dict[str, Any]:
         "main_knob": cell.knobs[0].option if cell.knobs else None,
         "default": race.default, "candidates": candidates, "slots": race.slots,
         "launches": result.launches, "stopped": result.stopped,
-        "steps": sum(launch.get("steps", 0) for launch in result.launches),
+        "steps": sum(launch["steps"] for launch in result.launches),
         "best_in_race": race.best(),
         "confirmation": None if conf is None else {
             "winner": conf.winner, "ratios": list(conf.ratios), "ratio": conf.ratio,

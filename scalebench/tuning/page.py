@@ -94,7 +94,7 @@ def cell_lines(cell: dict[str, Any]) -> list[str]:
              f"Knobs: {', '.join(k['option'] for k in cell['knobs'])}; candidates compared "
              f"{cell['interleaving']}; the race stopped: {cell['stopped'] or 'interrupted'}; "
              f"{len(cell['launches'])} launches in {cell['seconds']:.0f} s, "
-             f"{cell.get('steps', 0)} training steps per worker.",
+             f"{cell['steps']} training steps per worker.",
              confirmation_line(cell)]
     lines += [f"Finding: {f}" for f in cell["findings"]]
     return lines

@@ -205,6 +205,21 @@ def slot_values(record: dict) -> list[dict[str, float]]:
             for i in range(record["rounds"])]
 
 
+def round_of_launches(tuner: Tuner, cell: Cell, result: CellResult,
+                      candidates: Sequence[Candidate], rounds: int, phase: str
+                      ) -> dict[str, float]:
+    """One launch per candidate, in the order given, each with its own settings (knobs read
+    when the framework starts); candidate -> its launch's mean, for the launches that ended ok."""
+    values = {}
+    for candidate in candidates:
+        options = knob_rules.options_with(cell.framework, cell.job.launch.options,
+                                          dict(candidate.settings))
+        record = tuner.launch(cell, result, [candidate], rounds, phase, options)
+        if record is not None and record["status"] == "ok":
+            values[candidate.name] = launch_mean(record)
+    return values
+
+
 def launch_mean(record: dict) -> float:
     """An across-launch candidate's value: the geometric mean of its launch's windows."""
     values = next(iter(record["candidate_images_per_sec"].values()))
@@ -258,10 +273,12 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
     def spent() -> float:
         return time.monotonic() - started
 
+    def pair_cost() -> float:
+        # one confirmation pair: 2 candidates (in-launch: one launch, else two)
+        return 2 * (per_launch if per_launch is not None else floor)
+
     def reserve() -> float:
-        # the confirmation's launches: 2 candidates each (in-launch: one launch, else two)
-        unit = per_launch if per_launch is not None else floor
-        return CONFIRM_LAUNCHES * unit * 2
+        return CONFIRM_LAUNCHES * pair_cost()
 
     how = ("interleaved inside each launch" if cell.in_launch else
            "one launch each, in interleaved rounds")
@@ -324,10 +341,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         result.confirmation = confirm(race.default, race.default, [1.0])
         tuner.note(f"{cell.name}: {result.findings[-1]}")
         return finish(result, started)
-    pair_cost = reserve() / CONFIRM_LAUNCHES
-    pairs = CONFIRM_LAUNCHES
-    if pair_cost > 0:
-        pairs = max(CONFIRM_LAUNCHES, min(CONFIRM_MAX, int((budget - spent()) // pair_cost)))
+    pairs = max(CONFIRM_LAUNCHES, min(CONFIRM_MAX, int((budget - spent()) // pair_cost())))
     tuner.note(f"{cell.name}: confirming {winner} against the default over "
                f"{pairs} fresh launches")
     ratios = []
@@ -342,16 +356,9 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
             ratios.append(math.exp(sum(math.log(s[winner] / s[race.default]) for s in slots)
                                    / len(slots)))
         else:
-            values = {}
             order = list(pair)
             tuner.rng.shuffle(order)
-            for candidate in order:
-                options = knob_rules.options_with(cell.framework, cell.job.launch.options,
-                                                  dict(candidate.settings))
-                record = tuner.launch(cell, result, [candidate], ROUNDS_PER_LAUNCH, "confirm",
-                                      options)
-                if record is not None and record["status"] == "ok":
-                    values[candidate.name] = launch_mean(record)
+            values = round_of_launches(tuner, cell, result, order, ROUNDS_PER_LAUNCH, "confirm")
             if len(values) == 2:
                 result.confirm_slots.append(values)
                 ratios.append(values[winner] / values[race.default])
