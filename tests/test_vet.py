@@ -151,6 +151,29 @@ def test_retests_pair_each_suspect_with_unmet_good_nodes_of_its_leaf_first():
     assert [n for p in rounds[0] for n in p if "b4" in p and n != "b4"][0] in tree["s1"]
 
 
+def test_retests_take_a_few_reference_pairs_of_the_suspects_leaf_not_every_good_node():
+    """At 256 nodes, two suspects: each retest round holds their two pairs and 8 pairs of good
+    nodes of their own leaf (the step's median pair), not the other 250 nodes: the retest step,
+    whose launch grows with its nodes, spans 20 of them."""
+    tree = {f"s{j}": tuple(f"n{j}_{i:02d}" for i in range(32)) for j in range(8)}
+    leaf_of = {n: leaf for leaf, nodes in tree.items() for n in nodes}
+    nodes = [n for v in tree.values() for n in v]
+    met = [p for r in schedule.leaf_rounds(tree, 5) for p in r]
+    suspects = ["n3_07", "n3_20"]
+    good = [n for n in nodes if n not in suspects]
+    rounds = schedule.retests(suspects, good, met, leaf_of)
+    assert len(rounds) == 2
+    for r in rounds:
+        busy = [n for p in r for n in p]
+        assert len(busy) == len(set(busy)) == 2 * 2 + 2 * schedule.REFERENCE_PAIRS
+        assert {leaf_of[n] for n in busy} == {"s3"}
+        assert len([p for p in r if set(p) & set(suspects)]) == 2
+    assert {frozenset(p) for p in met}.isdisjoint(_met(rounds))
+    many = [f"n{j}_00" for j in range(8)] + [f"n{j}_01" for j in range(8)]
+    wide = schedule.retests(many, [n for n in nodes if n not in many], met, leaf_of, count=1)
+    assert len(wide[0]) == 2 * len(many)  # as many reference pairs as the suspects' pairs
+
+
 # ------------------------------------------------------------------ host lists
 
 
@@ -408,6 +431,47 @@ def test_the_simulator_runs_the_real_schedule_and_verdict_and_prints_the_json_fi
         assert row["false_alarms_per_10k"] >= 0
     assert rows[0]["found"]["slow_uplink"] is None  # one leaf of 16: no uplink
     assert rows[1]["found"]["slow_uplink"] > 0.9
+    for row in rows:
+        low, high = row["found_95"]["slow_node_5"]
+        assert low <= row["found"]["slow_node_5"] <= high
+        low, high = row["false_alarms_per_10k_95"]
+        assert low <= row["false_alarms_per_10k"] < high
+        assert row["wall_seconds"] == pytest.approx(sum(row["wall_parts"].values()), abs=0.1)
+    assert rows[1]["retest_nodes"] < rows[1]["nodes"]  # the retest step spans few nodes
+
+
+def _simulator():
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent.parent / "benchmarks"))
+    import vet_scale
+
+    return vet_scale
+
+
+def test_the_simulators_intervals_are_wilsons_and_the_exact_poisson_ones():
+    sim = _simulator()
+    assert sim.wilson(184, 208) == pytest.approx((0.834, 0.921), abs=0.001)
+    assert sim.wilson(0, 0) == (0.0, 1.0)
+    assert sim.poisson_interval(0) == pytest.approx((0.0, 3.689), abs=0.001)
+    assert sim.poisson_interval(2) == pytest.approx((0.242, 7.225), abs=0.001)
+    assert sim.poisson_interval(5) == pytest.approx((1.623, 11.668), abs=0.001)
+
+
+def test_the_cost_model_charges_every_sweep_run_its_build_and_the_retest_step_its_nodes():
+    """The node step pays the model's build, so does every run of the sweep; the retest step's
+    launch grows with the nodes it spans, not the allocation's."""
+    sim = _simulator()
+    parts = sim.wall_parts(1024, 5, 2, 64, 7)
+    assert parts["node_launch"] == parts["pair_launch"] == pytest.approx(20 + 0.02 * 1024)
+    assert parts["retest_launch"] == pytest.approx(20 + 0.02 * 64)
+    assert parts["node_build"] == sim.BUILD and parts["node_sustained"] == sim.SUSTAINED
+    assert sim.wall_parts(1024, 5, 0, 0, 7)["retest_launch"] == 0.0
+    runs, ranks = 0, 1
+    while ranks <= 1024 * sim.GPUS_PER_NODE:
+        runs, ranks = runs + 9, ranks * 2
+    without_build = sim.sweep_seconds(1024) - runs * sim.BUILD
+    assert runs == 126 and without_build == pytest.approx(4634, abs=1)
 
 
 class _FakeSteps:

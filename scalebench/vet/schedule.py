@@ -19,7 +19,8 @@ allreduces run at the same time. Three schedules:
   meeting K distinct partners.
 
 `choose` picks; `retests` adds one or two rounds that pair each suspect with nodes already
-known good, to tell a slow node from a slow link.
+known good, to tell a slow node from a slow link (plus a few pairs of good nodes as the retest
+step's reference, not all of them: the step then spans few nodes).
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ MODES = ("auto", "all", "few")
 DEFAULT_ROUNDS = 5  # rounds of the constant schedule, before retests
 INTRA_ROUNDS = 2  # of them, rounds inside each leaf (with a topology)
 RETEST_ROUNDS = 2  # suspects against known-good nodes: one partner per round
+# pairs of good nodes in a retest round besides the suspects' (at least as many as those): the
+# retest step's median pair, enough to put it on the first step's scale; more would only make
+# the step span more nodes (its launch grows with them)
+REFERENCE_PAIRS = 8
 
 
 @dataclass(frozen=True)
@@ -184,38 +189,57 @@ def choose(nodes: Sequence[str], mode: str = "auto", k: int = DEFAULT_ROUNDS,
 
 
 def retests(suspects: Sequence[str], good: Sequence[str], met: Iterable[Sequence[str]],
-            leaf_of: Mapping[str, str] | None = None, count: int = RETEST_ROUNDS
-            ) -> list[list[Pair]]:
+            leaf_of: Mapping[str, str] | None = None, count: int = RETEST_ROUNDS,
+            reference: int = REFERENCE_PAIRS) -> list[list[Pair]]:
     """Up to `count` rounds in which every suspect meets one node known good that it has not
-    met yet (the same leaf first), each good node once per round; the good nodes left over meet
-    one another where they have not met (the round costs the same, and gives the step a
-    median pair to be measured against)."""
+    met yet (the same leaf first), each good node once per round; then as many pairs of good
+    nodes left over (of the suspects' leaves first), where they have not met, as the
+    suspects' pairs or `reference`, whichever is more: the step's median pair, against which
+    its pairs are put on the first step's scale. The other good nodes stay out of the step,
+    so it spans few nodes however large the allocation."""
     leaf_of = leaf_of or {}
     seen = {frozenset(p) for p in met}
     order = {n: i for i, n in enumerate(dict.fromkeys([*good, *suspects]))}
     out = []
     for _ in range(count):
         free = [g for g in good if g not in suspects]
-        pairs = []
-        for s in suspects:
-            options = [g for g in free if frozenset((s, g)) not in seen]
-            options.sort(key=lambda g: leaf_of.get(g) != leaf_of.get(s))
-            if options:
-                g = options[0]
-                free.remove(g)
-                seen.add(frozenset((s, g)))
-                pairs.append(_pair(s, g, order))
+        pairs = _suspect_pairs(suspects, free, seen, leaf_of, order)
         if not pairs:
             break
-        rest = [g for g in free if g not in suspects]
-        while len(rest) >= 2:
-            a = rest.pop(0)
-            b = next((n for n in rest if frozenset((a, n)) not in seen
-                      and leaf_of.get(n) == leaf_of.get(a)), None)
-            b = b or next((n for n in rest if frozenset((a, n)) not in seen), None)
-            if b is not None:
-                rest.remove(b)
-                seen.add(frozenset((a, b)))
-                pairs.append(_pair(a, b, order))
+        near = {leaf_of.get(s) for s in suspects}
+        free.sort(key=lambda g: leaf_of.get(g) not in near)  # the suspects' leaves first
+        pairs += _reference_pairs(free, max(reference, len(pairs)), seen, leaf_of, order)
         out.append(pairs)
     return out
+
+
+def _suspect_pairs(suspects: Sequence[str], free: list[str], seen: set[frozenset],
+                   leaf_of: Mapping[str, str], order: Mapping[str, int]) -> list[Pair]:
+    """Each suspect with an unmet good node of `free` (its own leaf first); taken from free."""
+    pairs = []
+    for s in suspects:
+        options = [g for g in free if frozenset((s, g)) not in seen]
+        options.sort(key=lambda g: leaf_of.get(g) != leaf_of.get(s))
+        if options:
+            g = options[0]
+            free.remove(g)
+            seen.add(frozenset((s, g)))
+            pairs.append(_pair(s, g, order))
+    return pairs
+
+
+def _reference_pairs(free: list[str], wanted: int, seen: set[frozenset],
+                     leaf_of: Mapping[str, str], order: Mapping[str, int]) -> list[Pair]:
+    """Up to `wanted` pairs of unmet good nodes of `free`, the same leaf first."""
+    rest = list(free)
+    pairs: list[Pair] = []
+    while len(rest) >= 2 and len(pairs) < wanted:
+        a = rest.pop(0)
+        b = next((n for n in rest if frozenset((a, n)) not in seen
+                  and leaf_of.get(n) == leaf_of.get(a)), None)
+        b = b or next((n for n in rest if frozenset((a, n)) not in seen), None)
+        if b is not None:
+            rest.remove(b)
+            seen.add(frozenset((a, b)))
+            pairs.append(_pair(a, b, order))
+    return pairs
