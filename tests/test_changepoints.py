@@ -152,6 +152,19 @@ def test_a_slow_slide_is_one_gradual_regression():
     assert [(s.start, s.stop) for s in d.segments] == [(0, c.index), (c.stop, 40)]
 
 
+def test_a_slides_range_holds_both_ends_the_data_leave_open():
+    # -3% a sweep over points 16..23 under 3% noise. Each end of the range reaches as far as
+    # some slide ending (or starting) there fits nearly as well as the best, its other end
+    # free; before, the other end was held at its best and these ranges stopped at 22 or
+    # started at 17 or 18
+    for seed in (9, 28, 37):
+        rng = random.Random(seed)
+        levels = [100 * 0.97 ** min(8, max(0, t - 15)) for t in range(40)]
+        d = changepoints.detect(single(v * (1 + rng.gauss(0, 0.03)) for v in levels))
+        (c,) = d.change_points
+        assert c.gradual and 11 <= c.index <= 16 and 23 <= c.stop <= 28, (seed, c.index, c.stop)
+
+
 def test_a_level_of_zero_is_no_crash():
     # before: mean exactly 0 (ZeroDivisionError before); the change is taken against |after|
     d = changepoints.detect(single([-1.0, 1.0] * 5 + [4.0, 6.0] * 5))

@@ -308,14 +308,30 @@ def _shapes(y, lo: int, hi: int, a0: int, b0: int):
     best step and of the best ramp (None where none fits)."""
     import numpy as np
 
-    seg = y[lo:hi]
-    w = hi - lo
     first, last = lo + MIN_SEGMENT, hi - MIN_SEGMENT
     pairs = [(a, a) for a in range(max(first, a0 - SHIFT), min(last, b0 + SHIFT) + 1)]
     pairs += [(a, b) for a in range(max(first, a0 - SHIFT), min(last, a0 + SHIFT) + 1)
               for b in range(max(a + 1, b0 - SHIFT), min(last, b0 + SHIFT) + 1)]
     if not pairs:
         return None, None
+    sse = _pair_sse(y, lo, hi, pairs)
+    steps = np.array([p[0] == p[1] for p in pairs])
+    out = []
+    for mask in (steps, ~steps):
+        if not mask.any() or hi - lo < 2 * MIN_SEGMENT:
+            out.append(None)
+            continue
+        i = int(np.flatnonzero(mask)[np.argmin(sse[mask])])
+        out.append((float(sse[i]), pairs[i][0], pairs[i][1]))
+    return out[0], out[1]
+
+
+def _pair_sse(y, lo: int, hi: int, pairs: list[tuple[int, int]]):
+    """The least-squares residual over [lo, hi) of each shape (flat, ramp from a to b, flat)
+    of `pairs`, all at once."""
+    import numpy as np
+
+    seg = y[lo:hi]
     t = np.arange(lo, hi, dtype=float)[None, :]
     a = np.array([p[0] for p in pairs], dtype=float)[:, None]
     b = np.array([p[1] for p in pairs], dtype=float)[:, None]
@@ -326,17 +342,7 @@ def _shapes(y, lo: int, hi: int, a0: int, b0: int):
     det = suu * svv - suv * suv
     m1 = (svv * suy - suv * svy) / det
     m2 = (suu * svy - suv * suy) / det
-    sse = float(seg @ seg) - (m1 * suy + m2 * svy)
-    sse = np.maximum(sse, 0.0)
-    steps = np.array([p[0] == p[1] for p in pairs])
-    out = []
-    for mask in (steps, ~steps):
-        if not mask.any() or w < 2 * MIN_SEGMENT:
-            out.append(None)
-            continue
-        i = int(np.flatnonzero(mask)[np.argmin(sse[mask])])
-        out.append((float(sse[i]), pairs[i][0], pairs[i][1]))
-    return out[0], out[1]
+    return np.maximum(float(seg @ seg) - (m1 * suy + m2 * svy), 0.0)
 
 
 def _sse_flat(y, bounds: list[int]) -> float:
@@ -648,34 +654,23 @@ def _merge(y, changes: list[tuple[int, int]], n: int, penalty: float, ramp_cost:
     return changes
 
 
-def _sse(y, lo: int, hi: int, a: int, b: int) -> float:
-    """The least-squares residual of one shape (flat, ramp from a to b, flat) over [lo, hi)."""
-    import numpy as np
-
-    r = _ramp(lo, hi, a, b)
-    X = np.stack([1 - r, r], axis=1)
-    seg = y[lo:hi]
-    beta = np.linalg.lstsq(X, seg, rcond=None)[0]
-    e = seg - X @ beta
-    return float(e @ e)
-
-
 def _widen(y, changes: list[tuple[int, int]], n: int, tolerance: float
            ) -> list[tuple[int, int]]:
-    """Each ramp's start moved earlier and its end later as far as the fit stays within
-    `tolerance` of its best: the commits where the data cannot rule out that the level was
-    already (or still) moving, so that the reported range covers the slide."""
+    """Each ramp widened to hold every (start, end) whose fit stays within `tolerance` of its
+    best: the commits where the data cannot rule out that the level was already (or still)
+    moving, so that the reported range covers the slide. The ends are judged together, not
+    one at a time with the other held at its best: a slide that started earlier may also have
+    ended earlier, and the region of such pairs is what the data leave open."""
     changes = list(changes)
     for k, (a, b) in enumerate(changes):
         if b == a:
             continue
         lo = changes[k - 1][1] if k else 0
         hi = changes[k + 1][0] if k + 1 < len(changes) else n
-        limit = _sse(y, lo, hi, a, b) + tolerance
-        first, last = a, b
-        while first - 1 >= lo + MIN_SEGMENT and _sse(y, lo, hi, first - 1, b) <= limit:
-            first -= 1
-        while last + 1 <= hi - MIN_SEGMENT and _sse(y, lo, hi, a, last + 1) <= limit:
-            last += 1
-        changes[k] = (first, last)
+        first, last = lo + MIN_SEGMENT, hi - MIN_SEGMENT
+        pairs = [(s, e) for s in range(first, a + 1) for e in range(max(b, s + 1), last + 1)]
+        sse = _pair_sse(y, lo, hi, pairs)
+        limit = float(_pair_sse(y, lo, hi, [(a, b)])[0]) + tolerance
+        held = [p for p, v in zip(pairs, sse, strict=True) if v <= limit]
+        changes[k] = (min(s for s, _ in held), max(e for _, e in held))
     return changes
