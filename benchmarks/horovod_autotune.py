@@ -37,7 +37,6 @@ from scalebench.frameworks.horovod.install import check_installation, horovodrun
 from scalebench.hardware import devices
 from scalebench.hardware.envinfo import cpu_model
 from scalebench.spec import config
-from scalebench.tuning import knobs as knob_rules
 from scalebench.tuning import run as tune_run
 from scalebench.tuning.race import Candidate, Race, ratio_interval
 
@@ -100,24 +99,6 @@ def best_settings(params: str) -> tuple[float, float]:
     return float(items[-2].removesuffix(" ms")), float(items[-1].removesuffix(" mb"))
 
 
-def round_of_launches(tuner: tune_run.Tuner, cell: tune_run.Cell,
-                      result: tune_run.CellResult, candidates: list[Candidate]
-                      ) -> dict[str, float]:
-    """One launch per candidate, in the order given, each started with its settings as the
-    launch's options (as a user's tuned sweep runs it); candidate -> the geometric mean of its
-    launch's windows, for the launches that ended ok."""
-    values = {}
-    for candidate in candidates:
-        options = knob_rules.options_with(cell.framework, cell.job.launch.options,
-                                          dict(candidate.settings))
-        record = tuner.launch(cell, result, [candidate], tune_run.ROUNDS_PER_LAUNCH, "compare",
-                              options)
-        if record is not None and record["status"] == "ok":
-            rates = next(iter(record["candidate_images_per_sec"].values()))
-            values[candidate.name] = math.exp(sum(math.log(v) for v in rates) / len(rates))
-    return values
-
-
 def side_by_side(sweep, cell_out: Path, candidates: list[Candidate], rounds: int) -> dict:
     """Every candidate once per round (own launch, order shuffled), paired with the default."""
     device = devices.resolve("cpu")
@@ -129,7 +110,8 @@ def side_by_side(sweep, cell_out: Path, candidates: list[Candidate], rounds: int
         for _ in range(rounds):
             order = list(candidates)
             tuner.rng.shuffle(order)
-            slot = round_of_launches(tuner, cell, result, order)
+            slot = tune_run.round_of_launches(tuner, cell, result, order,
+                                              tune_run.ROUNDS_PER_LAUNCH, "compare")
             if len(slot) == len(candidates):
                 slots.append(slot)
     finally:

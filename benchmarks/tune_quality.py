@@ -33,8 +33,8 @@ from scalebench.tuning.race import Race, ratio_interval
 
 
 def grid(sweep, framework: str, model: str, out: Path, launches: int, rounds: int) -> dict:
-    """Every candidate of the cell, measured in `launches` launches, all candidates interleaved
-    inside each."""
+    """Every candidate of the cell, measured in `launches` interleaved launches (in-launch
+    frameworks: all candidates in each launch; else a round of launches per repeat)."""
     device = devices.resolve(sweep.device)
     cell = tune_run.plan_cells(dataclasses.replace(sweep, frameworks=(framework,),
                                                    models=(model,)), device, None)[0]
@@ -45,9 +45,13 @@ def grid(sweep, framework: str, model: str, out: Path, launches: int, rounds: in
     started = time.monotonic()
     try:
         for _ in range(launches):
-            record = tuner.launch(cell, result, candidates, rounds, "grid")
-            for slot in tune_run.slot_values(record):
-                race.add_slot(slot)
+            if cell.in_launch:
+                record = tuner.launch(cell, result, candidates, rounds, "grid")
+                for slot in tune_run.slot_values(record):
+                    race.add_slot(slot)
+            else:
+                race.add_slot(tune_run.round_of_launches(tuner, cell, result, candidates,
+                                                         rounds, "grid"))
     finally:
         tuner.close()
     seconds = time.monotonic() - started

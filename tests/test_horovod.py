@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from scalebench.frameworks.horovod import install, launcher
-from scalebench.frameworks.horovod import options as hvd_options
 from scalebench.hardware.devices import DeviceInfo
 from scalebench.spec import config
 from scalebench.tasks import train
@@ -41,19 +40,6 @@ def test_command_line_carries_knobs_and_hosts(tmp_path):
     assert "--fusion-threshold-mb 32 --cycle-time-ms 2.5" in joined
     assert f"--timeline-filename {tmp_path / 'timeline.json'}" in joined
     assert spec.launch.options.fp16_allreduce is True  # applied by the worker (hvd.Compression.fp16)
-
-
-def test_knob_variables_are_the_ones_horovodrun_sets_and_a_restart_sets(tmp_path):
-    spec = horovod_spec(horovod={"fusion_threshold_mb": 32, "cycle_time_ms": 2.5,
-                                 "cache_capacity": 0, "hierarchical_allreduce": True})
-    assert launcher.knob_env(spec.launch.options, tmp_path) == {
-        "HOROVOD_FUSION_THRESHOLD": str(32 * 2**20), "HOROVOD_CYCLE_TIME": "2.5",
-        "HOROVOD_CACHE_CAPACITY": "0", "HOROVOD_HIERARCHICAL_ALLREDUCE": "1"}
-    assert launcher.knob_env(horovod_spec().launch.options, tmp_path) == {}
-    # a candidate turning hierarchical allreduce off unsets the variable before hvd.init()
-    assert hvd_options.variables({"hierarchical_allreduce": False, "fusion_threshold_mb": 0.0}
-                                 ) == {"HOROVOD_HIERARCHICAL_ALLREDUCE": None,
-                                       "HOROVOD_FUSION_THRESHOLD": "0"}
 
 
 def test_hostfile_and_planned_nodes(tmp_path):

@@ -97,20 +97,18 @@ def test_ddp_tune_reads_back_the_buckets_and_a_sweep_runs_the_winner_beside_the_
 
 @pytest.mark.slow
 @pytest.mark.skipif(not install.check_installation()[0], reason="Horovod unavailable")
-def test_horovod_tune_restarts_horovod_between_windows_of_one_launch(tmp_path):
+def test_horovod_tune_launches_each_candidate_in_interleaved_rounds(tmp_path):
     out = tmp_path / "tune"
     done = tune(out, "--frameworks", "horovod", "--knobs", "fusion_threshold_mb=0",
                 "--budget", "40s")
     assert done.returncode == 0, done.stderr[-3000:]
     cell = check_files(out, "horovod", "fusion_threshold_mb", 0.0)
-    assert cell["interleaving"] == "windows inside each launch"
+    assert cell["interleaving"] == "launches in interleaved rounds"
     race = [x for x in cell["launches"] if x["phase"] == "race"]
-    assert race and all(len(x["candidates"]) == 2 for x in race)
-    # what each hvd.init() read: the candidate's own threshold, after a restart for it
-    by_default = {c["default"]: c for c in cell["candidates"]}
-    assert all(r["fusion_threshold_mb"] == 0.0 and r["restarts"] >= 1
-               for r in by_default[False]["read_back"])
-    assert all(r["fusion_threshold_mb"] == 128.0 for r in by_default[True]["read_back"])
+    assert len(race) >= 2 and all(len(x["candidates"]) == 1 for x in race)
+    # what hvd.init() read: the fusion threshold each launch was given
+    zero = next(c for c in cell["candidates"] if not c["default"])
+    assert all(r["fusion_threshold_mb"] == 0.0 for r in zero["read_back"])
 
 
 @pytest.mark.slow

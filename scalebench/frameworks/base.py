@@ -36,12 +36,13 @@ class LaunchOutcome:
 @dataclass(frozen=True)
 class Knob:
     """A step option `scalebench tune` may search: its grid of candidate values (the default
-    always among them). Every knob must be settable between windows of one launch (the
-    worker's Comm.configure, then a re-wrap of the model)."""
+    always among them) and whether it can change between windows of one launch (a re-wrap of
+    the model) or only between launches (read once when the framework starts)."""
 
     option: str  # the Options field
     values: tuple[Any, ...]  # the search grid, the default included
     default: Any  # the value the framework uses when the option is not given
+    in_launch: bool
     parse: Callable[[str], Any] = float  # one value as given on the command line
     multi_node: bool = False  # only where a cell spans more than one node
     why: str = ""

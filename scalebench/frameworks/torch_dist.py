@@ -19,10 +19,10 @@ def parse_bool(value: str) -> bool:
 # graph and no unused parameters: the first changes no communication here, the second only
 # adds a graph walk); broadcast_buffers (fixed off for every framework, measure.STEP_RULES).
 DDP_KNOBS = (
-    Knob("bucket_cap_mb", (1.0, 5.0, 25.0, 100.0), 25.0,
+    Knob("bucket_cap_mb", (1.0, 5.0, 25.0, 100.0), 25.0, in_launch=True,
          why="DDP's gradient bucket in MiB (PyTorch's default 25): fewer, larger allreduces "
              "against earlier overlap with the backward pass"),
-    Knob("gradient_as_bucket_view", (False, True), False,
+    Knob("gradient_as_bucket_view", (False, True), False, in_launch=True,
          parse=parse_bool,
          why="gradients as views into the buckets: saves a copy per parameter per step"),
 )

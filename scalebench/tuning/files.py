@@ -53,7 +53,8 @@ def cell_document(result) -> dict[str, Any]:
     return {
         "cell": cell.name, "framework": cell.framework, "model": cell.model,
         "workers": cell.workers, "nodes": cell.nodes,
-        "interleaving": "windows inside each launch",
+        "interleaving": "windows inside each launch" if cell.in_launch else
+        "launches in interleaved rounds",
         "knobs": [{"option": k.option, "values": list(k.values), "default": k.default,
                    "why": k.why} for k in cell.knobs],
         "main_knob": cell.knobs[0].option if cell.knobs else None,

@@ -131,3 +131,8 @@ def options_with(framework: str, base: Any, settings: dict[str, Any]) -> Any:
         knob = knobs[name]
         changes[name] = field_defaults[name] if value == knob.default else value
     return dataclasses.replace(base, **changes)
+
+
+def in_launch(knobs: Sequence[Knob]) -> bool:
+    """Whether every knob can change between windows of one launch."""
+    return all(k.in_launch for k in knobs)

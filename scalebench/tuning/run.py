@@ -1,11 +1,14 @@
 """`scalebench tune`: for every cell (framework x model x workers), race the candidates of the
-framework's knobs through the executor, confirm the winner against the default over fresh
-paired launches, and write tune.json, tuned.toml, tune.md and tune.html.
+framework's knobs in interleaved launches through the executor, confirm the winner against the
+default over fresh paired launches, and write tune.json, tuned.toml, tune.md and tune.html.
 
-Candidates are interleaved inside each launch: every launch times each surviving candidate once
-per round, `rounds` rounds, in a shuffled order (DDP and Ray Train re-wrap the model with the
-candidate's bucket settings; Horovod restarts with the candidate's variables, then re-wraps); a
-slot of the race is one round.
+Two ways to interleave, chosen by the framework's knobs (Knob.in_launch):
+- in one launch (DDP, Ray Train: a re-wrap changes the bucket settings): every launch times
+  each surviving candidate once per round, `rounds` rounds, in a shuffled order; a slot of the
+  race is one round;
+- across launches (Horovod reads its knobs at hvd.init()): a round launches each surviving
+  candidate once, in a shuffled order; a slot is one round of launches, a candidate's value its
+  launch's mean.
 """
 
 from __future__ import annotations
@@ -66,6 +69,10 @@ class Cell:
     @property
     def name(self) -> str:
         return f"{self.framework}/{self.model}/w{self.workers}"
+
+    @property
+    def in_launch(self) -> bool:
+        return knob_rules.in_launch(self.knobs)
 
 
 @dataclass
@@ -130,7 +137,7 @@ def check_budget(cells: Sequence[Cell], budget: float) -> None:
     """A budget that cannot pay for one race launch and the confirmation in every cell is
     refused before anything runs."""
     need = sum(MIN_LAUNCH_SECONDS.get(c.framework, 10.0) * (1 + CONFIRM_LAUNCHES)
-               for c in cells)
+               * (1 if c.in_launch else 2) for c in cells)
     if budget < need:
         raise UserError(f"budget: {duration(budget)} is too small for {len(cells)} cell"
                         f"{'s' if len(cells) != 1 else ''}: at least {duration(need)} (a race "
@@ -164,7 +171,8 @@ class Tuner:
         """One launch of the tune task; its record (or None when interrupted)."""
         self.launch_count += 1
         spec = TuneSpec(train=cell.job.task,
-                        candidates=tuple((c.name, dict(c.settings)) for c in candidates),
+                        candidates=tuple((c.name, dict(c.settings) if cell.in_launch else {})
+                                         for c in candidates),
                         rounds=rounds, rewarm=REWARM, seed=self.rng.randrange(2**31),
                         cell=cell.name, phase=phase)
         launch = cell.job.launch if options is None else dataclasses.replace(
@@ -195,6 +203,27 @@ def slot_values(record: dict) -> list[dict[str, float]]:
     rates = record["candidate_images_per_sec"]
     return [{name: values[i] for name, values in rates.items()}
             for i in range(record["rounds"])]
+
+
+def round_of_launches(tuner: Tuner, cell: Cell, result: CellResult,
+                      candidates: Sequence[Candidate], rounds: int, phase: str
+                      ) -> dict[str, float]:
+    """One launch per candidate, in the order given, each with its own settings (knobs read
+    when the framework starts); candidate -> its launch's mean, for the launches that ended ok."""
+    values = {}
+    for candidate in candidates:
+        options = knob_rules.options_with(cell.framework, cell.job.launch.options,
+                                          dict(candidate.settings))
+        record = tuner.launch(cell, result, [candidate], rounds, phase, options)
+        if record is not None and record["status"] == "ok":
+            values[candidate.name] = launch_mean(record)
+    return values
+
+
+def launch_mean(record: dict) -> float:
+    """An across-launch candidate's value: the geometric mean of its launch's windows."""
+    values = next(iter(record["candidate_images_per_sec"].values()))
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def keep_read_back(result: CellResult, record: dict, wanted: dict[str, Candidate]) -> None:
@@ -238,41 +267,65 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
     into.append(result)
     started = time.monotonic()
     by_name = {c.name: c for c in candidates}
-    # A launch's seconds: fixed (start-up, build) + per candidate (its windows), measured on
-    # the last race launch; a floor until one is measured.
-    cost = {"fixed": MIN_LAUNCH_SECONDS.get(cell.framework, 10.0), "each": 0.0}
+    per_launch: float | None = None  # seconds of one race launch per candidate (measured)
+    floor = MIN_LAUNCH_SECONDS.get(cell.framework, 10.0)  # until a launch is measured
 
     def spent() -> float:
         return time.monotonic() - started
 
-    def launch_cost(candidates: int) -> float:
-        return cost["fixed"] + candidates * cost["each"]
+    def pair_cost() -> float:
+        # one confirmation pair: 2 candidates (in-launch: one launch, else two)
+        return 2 * (per_launch if per_launch is not None else floor)
 
     def reserve() -> float:
-        return CONFIRM_LAUNCHES * launch_cost(2)
+        return CONFIRM_LAUNCHES * pair_cost()
 
+    how = ("interleaved inside each launch" if cell.in_launch else
+           "one launch each, in interleaved rounds")
     tuner.note(f"{cell.name}: {len(candidates)} candidates of "
-               f"{', '.join(k.option for k in cell.knobs)}, interleaved inside each launch")
+               f"{', '.join(k.option for k in cell.knobs)} ({how})")
     while True:
         alive = race.survivors()
         if len(alive) == 1:
             result.stopped = "only the default is left"
             break
-        if result.launches and spent() + launch_cost(len(alive)) + reserve() > budget:
+        next_cost = (per_launch or floor) * len(alive)
+        if result.launches and spent() + next_cost + reserve() > budget:
             result.stopped = f"the cell's budget ({duration(budget)}) is spent"
             break
-        began = time.monotonic()
-        record = tuner.launch(cell, result, alive, ROUNDS_PER_LAUNCH, "race")
-        if record is None or record["status"] != "ok":
-            if not find_broken(tuner, cell, result, alive, record):
-                break
-            continue
-        wall = time.monotonic() - began
-        inside = min(wall, record.get("launch_seconds") or wall)
-        cost.update(fixed=wall - inside, each=inside / len(alive))
-        keep_read_back(result, record, by_name)
-        for slot in slot_values(record):
-            race.add_slot(slot)
+        if cell.in_launch:
+            began = time.monotonic()
+            record = tuner.launch(cell, result, alive, ROUNDS_PER_LAUNCH, "race")
+            if record is None or record["status"] != "ok":
+                if not find_broken(tuner, cell, result, alive, record):
+                    break
+                continue
+            per_launch = (time.monotonic() - began) / len(alive)
+            keep_read_back(result, record, by_name)
+            for slot in slot_values(record):
+                race.add_slot(slot)
+        else:
+            slot: dict[str, float] = {}
+            order = list(alive)
+            tuner.rng.shuffle(order)
+            for candidate in order:
+                began = time.monotonic()
+                options = knob_rules.options_with(cell.framework, cell.job.launch.options,
+                                                  dict(candidate.settings))
+                record = tuner.launch(cell, result, [candidate], ROUNDS_PER_LAUNCH, "race",
+                                      options)
+                if record is None or record["status"] != "ok":
+                    reason = "no record" if record is None else record.get("error") or "failed"
+                    if candidate.default:
+                        result.stopped = f"the default failed: {reason}"
+                        return finish(result, started)
+                    race.fail(candidate.name, reason)
+                    continue
+                per_launch = time.monotonic() - began
+                keep_read_back(result, record, by_name)
+                slot[candidate.name] = launch_mean(record)
+            if len(slot) > 1:
+                race.add_slot(slot)
         for drop in race.step():
             tuner.note(f"{cell.name}: dropped {drop.candidate}: {drop.reason()}")
     winner = race.best()
@@ -288,19 +341,27 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         result.confirmation = confirm(race.default, race.default, [1.0])
         tuner.note(f"{cell.name}: {result.findings[-1]}")
         return finish(result, started)
-    pairs = max(CONFIRM_LAUNCHES, min(CONFIRM_MAX, int((budget - spent()) // launch_cost(2))))
+    pairs = max(CONFIRM_LAUNCHES, min(CONFIRM_MAX, int((budget - spent()) // pair_cost())))
     tuner.note(f"{cell.name}: confirming {winner} against the default over "
                f"{pairs} fresh launches")
     ratios = []
     pair = [by_name[winner], by_name[race.default]]
     for _ in range(pairs):
-        record = tuner.launch(cell, result, pair, ROUNDS_PER_LAUNCH, "confirm")
-        if record is None or record["status"] != "ok":
-            continue
-        slots = slot_values(record)
-        result.confirm_slots += slots
-        ratios.append(math.exp(sum(math.log(s[winner] / s[race.default]) for s in slots)
-                               / len(slots)))
+        if cell.in_launch:
+            record = tuner.launch(cell, result, pair, ROUNDS_PER_LAUNCH, "confirm")
+            if record is None or record["status"] != "ok":
+                continue
+            slots = slot_values(record)
+            result.confirm_slots += slots
+            ratios.append(math.exp(sum(math.log(s[winner] / s[race.default]) for s in slots)
+                                   / len(slots)))
+        else:
+            order = list(pair)
+            tuner.rng.shuffle(order)
+            values = round_of_launches(tuner, cell, result, order, ROUNDS_PER_LAUNCH, "confirm")
+            if len(values) == 2:
+                result.confirm_slots.append(values)
+                ratios.append(values[winner] / values[race.default])
     if ratios:
         result.confirmation = confirm(winner, race.default, ratios)
     else:

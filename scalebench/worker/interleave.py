@@ -6,11 +6,8 @@ different candidates see the same machine, so slow drift cancels in their paired
 Before every candidate's wrap the model, optimizer state and random state go back to the start
 (measure.FreshStart): every window times the same step from the same weights, whatever came
 before it (VGG-16 diverges after a few steps on one synthetic batch, and NaNs may change speed).
-A launch of one candidate wraps once and times its windows as a run's trials.
-
-The previous wrap is dropped and collected before the next candidate's configure and wrap:
-Horovod restarts (hvd.shutdown, hvd.init) for new knobs, and its DistributedOptimizer's
-gradient hooks live as long as that optimizer does (a live one would allreduce twice).
+A launch of one candidate (a knob read when the framework starts, as Horovod's) wraps once and
+times its windows as a run's trials: re-wrapping would stack Horovod's gradient hooks.
 """
 
 from __future__ import annotations

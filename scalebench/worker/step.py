@@ -139,9 +139,7 @@ class Step:
             self.skipped += (self.scaler._scale < before).long().reshape(())
         if self.delay:
             time.sleep(self.delay)
-        # without its graph: a kept loss would keep the graph's nodes, and with them the
-        # gradient hooks a framework hung on them (and the optimizer those hooks hold)
-        return loss.detach()
+        return loss
 
     def input_wait(self) -> float:
         return self.batches.waited if isinstance(self.batches, TimedBatches) else 0.0

@@ -71,12 +71,18 @@ def horovodrun_command(job: Job, run_dir: Path) -> list[str]:
 
 
 def knob_env(options: hvd_options.Options, run_dir: Path) -> dict[str, str]:
-    """The variables horovodrun sets for --fusion-threshold-mb, --cycle-time-ms, --timeline,
-    --cache-capacity, --hierarchical-allreduce."""
-    settings = {option: getattr(options, option) for option in hvd_options.VARIABLES}
-    env = {k: v for k, v in hvd_options.variables(settings).items() if v is not None}
+    """The variables horovodrun sets for --fusion-threshold-mb, --cycle-time-ms, --timeline."""
+    env = {}
+    if options.fusion_threshold_mb is not None:
+        env["HOROVOD_FUSION_THRESHOLD"] = str(int(options.fusion_threshold_mb * 1024 * 1024))
+    if options.cycle_time_ms is not None:
+        env["HOROVOD_CYCLE_TIME"] = f"{options.cycle_time_ms:g}"
     if options.timeline:
         env["HOROVOD_TIMELINE"] = str(run_dir / "timeline.json")
+    if options.cache_capacity is not None:
+        env["HOROVOD_CACHE_CAPACITY"] = str(options.cache_capacity)
+    if options.hierarchical_allreduce:
+        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1"
     return env
 
 

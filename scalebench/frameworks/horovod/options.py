@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from scalebench.frameworks.base import Flag, Knob
 from scalebench.spec import fields
@@ -60,49 +59,27 @@ FLAGS = (
 )
 
 
-# The variable hvd.init() reads for each knob (horovodrun's --fusion-threshold-mb, ... set the
-# same), and the value's text; None: the variable unset (Horovod's default).
-VARIABLES = {
-    "fusion_threshold_mb": ("HOROVOD_FUSION_THRESHOLD", lambda v: str(int(v * 1024 * 1024))),
-    "cycle_time_ms": ("HOROVOD_CYCLE_TIME", lambda v: f"{v:g}"),
-    "cache_capacity": ("HOROVOD_CACHE_CAPACITY", str),
-    "hierarchical_allreduce": ("HOROVOD_HIERARCHICAL_ALLREDUCE", lambda v: "1" if v else None),
-}
-
-
-def variables(settings: dict[str, Any]) -> dict[str, str | None]:
-    """Environment variable -> its text (None: unset) for the given knob settings; a setting
-    of None leaves the variable unset."""
-    out = {}
-    for option, value in settings.items():
-        name, text = VARIABLES[option]
-        out[name] = None if value is None else text(value)
-    return out
-
-
 def parse_bool(value: str) -> bool:
     return fields.boolean("knobs.hierarchical_allreduce", value)
 
 
-# What `scalebench tune` searches for Horovod. Horovod reads these from the environment when
-# hvd.init() starts its background thread; a launch re-sets them between windows by
-# hvd.shutdown(), new variables, hvd.init() (worker.HorovodComm.configure), so candidates are
-# interleaved inside one launch as DDP's are. The grids include Horovod's defaults (128 MB,
-# 1 ms, 1024) and 0 (fusion off, no cache). The cycle time spans 1-25 ms: on a CPU with gloo,
-# Horovod's own autotuner chose 25 ms for ResNet-101 (+13% over the default,
-# benchmarks/horovod_autotune.py), outside a 1-5 ms grid.
+# What `scalebench tune` searches for Horovod. Horovod reads these when hvd.init() starts its
+# background thread, so each candidate is its own launch (interleaved rounds of launches).
+# The grids include Horovod's defaults (128 MB, 1 ms, 1024) and 0 (fusion off, no cache). The
+# cycle time spans 1-25 ms: on a CPU with gloo, Horovod's own autotuner chose 25 ms for
+# ResNet-101 (+13% over the default, benchmarks/horovod_autotune.py), outside a 1-5 ms grid.
 KNOBS = (
-    Knob("fusion_threshold_mb", (0.0, 32.0, 128.0), 128.0,
+    Knob("fusion_threshold_mb", (0.0, 32.0, 128.0), 128.0, in_launch=False,
          why="the tensor-fusion buffer in MB (default 128; 0: no fusion)"),
-    Knob("cycle_time_ms", (1.0, 5.0, 25.0), 1.0,
+    Knob("cycle_time_ms", (1.0, 5.0, 25.0), 1.0, in_launch=False,
          why="how long Horovod's background thread waits between cycles (default 1 ms)"),
-    Knob("cache_capacity", (0, 1024), 1024, parse=int,
+    Knob("cache_capacity", (0, 1024), 1024, in_launch=False, parse=int,
          why="the response cache (default 1024 entries; 0 turns it off)"),
-    Knob("hierarchical_allreduce", (False, True), False, parse=parse_bool,
+    Knob("hierarchical_allreduce", (False, True), False, in_launch=False, parse=parse_bool,
          multi_node=True, why="allreduce within each node, then across nodes"),
 )
 # Searched unless --knobs says otherwise (the cache only on request: its default is almost
-# never worse, and every candidate doubles the grid).
+# never worse, and each Horovod candidate costs a launch).
 DEFAULT_KNOBS = ("fusion_threshold_mb", "cycle_time_ms", "hierarchical_allreduce")
 
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
-import weakref
 from pathlib import Path
 from typing import Any
 
-from scalebench.frameworks.horovod import options as hvd_options
 from scalebench.frameworks.worker_io import run_worker
 from scalebench.worker.comm import Comm
 
@@ -24,48 +22,30 @@ class HorovodComm(Comm):
         self.world_size = hvd.size()
         self.local_rank = hvd.local_rank()
         self.compression = hvd.Compression.fp16 if fp16_allreduce else hvd.Compression.none
-        self.restarts = 0  # hvd.init() again for a tuning candidate's knobs
-        self._wrapped: list[weakref.ref] = []  # every DistributedOptimizer made
 
     def topology(self) -> dict[str, Any]:
         hvd = self._hvd
         return {"local_rank": hvd.local_rank(), "local_size": hvd.local_size(),
                 "cross_rank": hvd.cross_rank(), "cross_size": hvd.cross_size()}
 
-    def configure(self, settings: dict[str, Any]) -> None:
-        """A tuning candidate's knobs: Horovod reads them only in hvd.init(), so where they
-        differ from the running ones, shut Horovod down, set the variables and start it again
-        (the same ranks, through the same rendezvous). The caller has dropped the previous
-        wrap first: a live DistributedOptimizer would keep its gradient hooks."""
-        unknown = set(settings) - set(hvd_options.VARIABLES)
-        if unknown:
-            raise NotImplementedError(f"Horovod has no step option {sorted(unknown)}")
-        wanted = hvd_options.variables(settings)
-        if all(os.environ.get(name) == text for name, text in wanted.items()):
-            return
-        self._hvd.shutdown()
-        for name, text in wanted.items():
-            if text is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = text
-        self._hvd.init()
-        self.restarts += 1
+    # Horovod has no getter for these: what its hvd.init() read from the environment (which
+    # horovodrun's --fusion-threshold-mb, --cycle-time-ms, ... set) is what it uses.
+    KNOB_VARIABLES = {"fusion_threshold_mb": "HOROVOD_FUSION_THRESHOLD",
+                      "cycle_time_ms": "HOROVOD_CYCLE_TIME",
+                      "cache_capacity": "HOROVOD_CACHE_CAPACITY",
+                      "hierarchical_allreduce": "HOROVOD_HIERARCHICAL_ALLREDUCE"}
 
     def read_back(self, model) -> dict[str, Any]:
-        """Horovod has no getter for its knobs: what its last hvd.init() read from the
-        environment is what it uses."""
-        out: dict[str, Any] = {"source": "environment read by hvd.init()",
-                               "restarts": self.restarts}
-        seen = {option: os.environ.get(name)
-                for option, (name, _) in hvd_options.VARIABLES.items()}
+        seen = {k: os.environ.get(v) for k, v in self.KNOB_VARIABLES.items()}
+        out: dict[str, Any] = {"source": "environment read by hvd.init()"}
         if seen["fusion_threshold_mb"] is not None:
             out["fusion_threshold_mb"] = int(seen["fusion_threshold_mb"]) / 2**20
         if seen["cycle_time_ms"] is not None:
             out["cycle_time_ms"] = float(seen["cycle_time_ms"])
         if seen["cache_capacity"] is not None:
             out["cache_capacity"] = int(seen["cache_capacity"])
-        out["hierarchical_allreduce"] = seen["hierarchical_allreduce"] not in (None, "0", "")
+        if seen["hierarchical_allreduce"] is not None:
+            out["hierarchical_allreduce"] = seen["hierarchical_allreduce"] not in ("0", "")
         return out
 
     def barrier(self) -> None:
@@ -82,15 +62,10 @@ class HorovodComm(Comm):
 
     def wrap(self, model, optimizer):
         hvd = self._hvd
-        if any(alive() is not None for alive in self._wrapped):
-            # its gradient hooks would fire beside the new one's: every gradient reduced twice
-            raise RuntimeError("a previous Horovod DistributedOptimizer is still alive: drop "
-                               "it (and collect it) before wrapping again")
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
                                              compression=self.compression, op=hvd.Average)
         hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-        self._wrapped.append(weakref.ref(optimizer))
         return model, optimizer
 
     def optimizer_step(self, optimizer, scaler) -> None:
