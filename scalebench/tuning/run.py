@@ -267,18 +267,26 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
     into.append(result)
     started = time.monotonic()
     by_name = {c.name: c for c in candidates}
-    per_launch: float | None = None  # seconds of one race launch per candidate (measured)
-    floor = MIN_LAUNCH_SECONDS.get(cell.framework, 10.0)  # until a launch is measured
+    # A launch's seconds: fixed (start-up, build, gather) + its candidates' windows, measured
+    # on the last race launch; a floor until one is measured.
+    cost = {"fixed": MIN_LAUNCH_SECONDS.get(cell.framework, 10.0), "each": 0.0}
 
     def spent() -> float:
         return time.monotonic() - started
 
-    def pair_cost() -> float:
-        # one confirmation pair: 2 candidates (in-launch: one launch, else two)
-        return 2 * (per_launch if per_launch is not None else floor)
+    def measured(began: float, record: dict, candidates: int) -> None:
+        wall = time.monotonic() - began
+        inside = min(wall, record.get("launch_seconds") or wall)
+        cost.update(fixed=wall - inside, each=inside / candidates)
+
+    def round_cost(candidates: int) -> float:
+        """Seconds to measure `candidates` once each: one launch, or a launch each."""
+        if cell.in_launch:
+            return cost["fixed"] + candidates * cost["each"]
+        return candidates * (cost["fixed"] + cost["each"])
 
     def reserve() -> float:
-        return CONFIRM_LAUNCHES * pair_cost()
+        return CONFIRM_LAUNCHES * round_cost(2)
 
     how = ("interleaved inside each launch" if cell.in_launch else
            "one launch each, in interleaved rounds")
@@ -289,8 +297,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         if len(alive) == 1:
             result.stopped = "only the default is left"
             break
-        next_cost = (per_launch or floor) * len(alive)
-        if result.launches and spent() + next_cost + reserve() > budget:
+        if result.launches and spent() + round_cost(len(alive)) + reserve() > budget:
             result.stopped = f"the cell's budget ({duration(budget)}) is spent"
             break
         if cell.in_launch:
@@ -300,7 +307,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
                 if not find_broken(tuner, cell, result, alive, record):
                     break
                 continue
-            per_launch = (time.monotonic() - began) / len(alive)
+            measured(began, record, len(alive))
             keep_read_back(result, record, by_name)
             for slot in slot_values(record):
                 race.add_slot(slot)
@@ -321,7 +328,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
                         return finish(result, started)
                     race.fail(candidate.name, reason)
                     continue
-                per_launch = time.monotonic() - began
+                measured(began, record, 1)
                 keep_read_back(result, record, by_name)
                 slot[candidate.name] = launch_mean(record)
             if len(slot) > 1:
@@ -341,7 +348,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         result.confirmation = confirm(race.default, race.default, [1.0])
         tuner.note(f"{cell.name}: {result.findings[-1]}")
         return finish(result, started)
-    pairs = max(CONFIRM_LAUNCHES, min(CONFIRM_MAX, int((budget - spent()) // pair_cost())))
+    pairs = max(CONFIRM_LAUNCHES, min(CONFIRM_MAX, int((budget - spent()) // round_cost(2))))
     tuner.note(f"{cell.name}: confirming {winner} against the default over "
                f"{pairs} fresh launches")
     ratios = []
