@@ -64,7 +64,9 @@ def parse_bool(value: str) -> bool:
 
 
 # What `scalebench tune` searches for Horovod. Horovod reads these when hvd.init() starts its
-# background thread, so each candidate is its own launch (interleaved rounds of launches).
+# background thread, so each candidate is its own launch (interleaved rounds of launches): a
+# restart inside a launch (hvd.shutdown, new variables, hvd.init) crashes Horovod 0.28.1 by the
+# third start (docs/tuning.md, "Why Horovod cannot restart inside a launch").
 # The grids include Horovod's defaults (128 MB, 1 ms, 1024) and 0 (fusion off, no cache). The
 # cycle time spans 1-25 ms: on a CPU with gloo, Horovod's own autotuner chose 25 ms for
 # ResNet-101 (+13% over the default, benchmarks/horovod_autotune.py), outside a 1-5 ms grid.
