@@ -32,14 +32,23 @@ from scalebench.tuning import run as tune_run
 from scalebench.tuning.race import Race, ratio_interval
 
 
-def grid(sweep, framework: str, model: str, out: Path, launches: int, rounds: int) -> dict:
+def grid(sweep, framework: str, model: str, out: Path, launches: int, rounds: int,
+         reuse: Path | None = None) -> dict:
     """Every candidate of the cell, measured in `launches` interleaved launches (in-launch
-    frameworks: all candidates in each launch; else a round of launches per repeat)."""
+    frameworks: all candidates in each launch; else a round of launches per repeat); or the
+    grid.json an earlier run wrote in `reuse` (its slots and measured seconds)."""
     device = devices.resolve(sweep.device)
     cell = tune_run.plan_cells(dataclasses.replace(sweep, frameworks=(framework,),
                                                    models=(model,)), device, None)[0]
     candidates = knob_rules.candidates(cell.knobs)
     race = Race(candidates)
+    if reuse is not None:
+        saved = json.loads((reuse / "grid.json").read_text())
+        if saved["cell"] != cell.name:
+            raise SystemExit(f"--grid-from: {reuse} holds {saved['cell']}, not {cell.name}")
+        for slot in saved["slots"]:
+            race.add_slot(slot)
+        return summarize(race, cell.name, saved["seconds"])
     tuner = tune_run.Tuner(sweep, device, out, budget=1e9, seed=0, live=False)
     result = tune_run.CellResult(cell, race)
     started = time.monotonic()
@@ -55,12 +64,21 @@ def grid(sweep, framework: str, model: str, out: Path, launches: int, rounds: in
     finally:
         tuner.close()
     seconds = time.monotonic() - started
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "grid.json").write_text(json.dumps({"cell": cell.name, "seconds": seconds,
+                                               "slots": race.slots}))
+    return summarize(race, cell.name, seconds)
+
+
+def summarize(race: Race, cell: str, seconds: float) -> dict:
+    """Each candidate against the default over the grid's paired slots."""
+    candidates = race.candidates
     points = {}
     for c in candidates:
         diffs = race.paired(c.name, race.default)
         ratio, low, high = ratio_interval(diffs)
         points[c.name] = {"ratio": ratio, "low": low, "high": high, "diffs": diffs}
-    return {"cell": cell.name, "seconds": seconds, "default": race.default, "points": points,
+    return {"cell": cell, "seconds": seconds, "default": race.default, "points": points,
             "best": max(points, key=lambda n: points[n]["ratio"])}
 
 
@@ -99,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="each tune's budget as a fraction of the grid's measurement time")
     p.add_argument("--out", default=None, help="folder for the runs (default: a temp folder)")
     p.add_argument("--json", action="store_true", help="also print the results as JSON")
+    p.add_argument("--grid-from", type=Path, default=None, metavar="DIR",
+                   help="an earlier run's --out: each cell's grid is read from its grid.json "
+                        "there instead of measured again (the tunes still run)")
     p.add_argument("--smoke", action="store_true",
                    help="the smallest: DDP, Inception V3 at 75 px, 2 launches, 1 tune")
     args = p.parse_args(argv)
@@ -118,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     for framework in args.frameworks.split(","):
         for model in args.models.split(","):
             cell_out = out / f"{framework}-{model}"
+            reuse = None if args.grid_from is None else \
+                args.grid_from / f"{framework}-{model}" / "grid"
             g = grid(sweep, framework, model, cell_out / "grid", args.grid_launches,
-                     args.rounds)
+                     args.rounds, reuse)
             print(f"\n{g['cell']}: grid of {len(g['points'])} candidates, "
                   f"{args.grid_launches} launches, {g['seconds']:.0f} s; best {g['best']}")
             for name, pt in sorted(g["points"].items(), key=lambda kv: -kv[1]["ratio"]):

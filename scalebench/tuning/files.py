@@ -32,11 +32,15 @@ def cell_document(result) -> dict[str, Any]:
     cell, race = result.cell, result.race
     dropped = {d.candidate: d for d in race.dropped}
     candidates = []
+    predicted = race.predicted()
     for c in race.candidates:
         values = [s[c.name] for s in race.slots if c.name in s]
         entry = {**c.to_dict(), "values": values,
                  "mean": sum(values) / len(values) if values else None,
                  "vs_default": paired_summary(race, c.name),
+                 # the knobs' additive model, the race's pick (race.Race.predicted)
+                 "predicted_vs_default": (math.exp(predicted[c.name])
+                                          if c.name in predicted else None),
                  "status": ("failed" if c.name in race.failed else
                             "dropped" if c.name in dropped else "survived"),
                  "read_back": result.read_back.get(c.name)}
