@@ -40,6 +40,8 @@ absolute difference of neighbours (independent noise assumed).
     python benchmarks/change_points.py [--seed 1] [--series 100] [--noise-series 200]
         [--length 48] [--launches 1] [--trials 5] [--noise 0.05] [--families iid,ar0.5,...]
         [--tolerance 3] [--penalty 3] [--alpha 0.05] [--min-magnitude 2]
+    python benchmarks/change_points.py --trend-bound 2000   # what a detector told the truth
+        # of the trend family (a line and at most one step) finds there, and stops
 """
 
 from __future__ import annotations
@@ -203,6 +205,50 @@ def binseg(points: list[Point], args) -> list[tuple[int, int, float, bool]]:
     return out
 
 
+# ---------------------------------------------------------------- a bound for the trend family
+
+def step_on_a_line_bound(histories: int, n: int, c: float, seed: int
+                         ) -> list[tuple[float, float, float]]:
+    """What a detector told the truth of the `trend` family (independent noise of deviation c,
+    a rise of 10% over the history, at most one 10% step down) can find: at every place the
+    least squares of level, slope and step, the largest |t| of the step; the threshold set on
+    `histories` histories without a step, the recall on as many with one (found: the largest
+    |t| is a decrease within 3 points of the step). (false alarms per 1,000 points, threshold,
+    recall) for thresholds passed by 10%, 5% and 2.5% of the histories without a step."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(n, dtype=float)
+    places = np.arange(MARGIN // 4, n - MARGIN // 4 + 1)
+    line = 1 + 0.10 * t / (n - 1)
+
+    def largest_t(y):
+        best = np.zeros(len(y))
+        where = np.zeros(len(y), dtype=int)
+        for k in places:
+            X = np.stack([np.ones(n), t, (t >= k).astype(float)], axis=1)
+            inv = np.linalg.inv(X.T @ X)
+            beta = y @ (inv @ X.T).T
+            e = y - beta @ X.T
+            se = np.sqrt((e * e).sum(1) / (n - 3) * inv[2, 2])
+            tk = beta[:, 2] / se
+            better = np.abs(tk) > np.abs(best)
+            best[better], where[better] = tk[better], k
+        return best, where
+
+    null, _ = largest_t(line + rng.normal(0, c, (histories, n)))
+    at = rng.integers(MARGIN, n - MARGIN + 1, histories)
+    stepped = line - 0.10 * (t[None, :] >= at[:, None]) + rng.normal(0, c, (histories, n))
+    found, where = largest_t(stepped)
+    near = (found < 0) & (np.abs(where - at) <= 3)
+    out = []
+    for share in (0.10, 0.05, 0.025):
+        threshold = float(np.quantile(np.abs(null), 1 - share))
+        out.append((1000 * share / n, threshold, float(np.mean(near & (np.abs(found) >=
+                                                                         threshold)))))
+    return out
+
+
 DETECTORS = {"this detector": ours, "point-to-point": point_to_point, "ruptures Binseg BIC": binseg}
 
 
@@ -304,6 +350,17 @@ def print_row(family: str, r: dict[str, dict[str, Tally]]) -> None:
     print(f"{family:<14}| " + " | ".join(cells), flush=True)
 
 
+def print_bound(args) -> None:
+    c = float(args.noise.split(",")[0])
+    print(f"trend family, told the truth (a line, at most one step, independent noise of "
+          f"{100 * c:g}%): {args.trend_bound} histories of {args.length} points with a 10% step "
+          f"and as many without; seed {args.seed}")
+    for per_k, threshold, recall in step_on_a_line_bound(args.trend_bound, args.length, c,
+                                                         args.seed):
+        print(f"  {per_k:4.1f} false alarms / 1,000 points: |t| >= {threshold:.2f}, recall "
+              f"{recall:.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", type=Path, default=REFERENCE)
@@ -322,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--penalty", type=float, default=changepoints.PENALTY)
     p.add_argument("--alpha", type=float, default=changepoints.ALPHA)
     p.add_argument("--min-magnitude", type=float, default=changepoints.MIN_MAGNITUDE)
+    p.add_argument("--trend-bound", type=int, default=0, metavar="HISTORIES",
+                   help="print what a detector told the trend family's truth finds (this many "
+                   "histories with a step and without) and stop")
     p.add_argument("--smoke", action="store_true",
                    help="smallest run (seconds), to check that the script still works")
     if p.parse_known_args(argv)[0].smoke:
@@ -334,6 +394,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.length < 2 * MARGIN + 10:
         p.error(f"--length: at least {2 * MARGIN + 10} points (a slide of 10 and {MARGIN} on "
                 "either side)")
+    if args.trend_bound:
+        try:
+            float(args.noise.split(",")[0])
+        except ValueError:
+            p.error("--trend-bound: --noise must be a fraction (the trend family's noise)")
+        print_bound(args)
+        return 0
     noise = measured_noise(args.results)
     ratio = noise.trial_cv / noise.launch_cv
     print(f"measured noise ({noise.source}): trial CV {100 * noise.trial_cv:.1f}%, launch CV "

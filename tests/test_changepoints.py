@@ -371,3 +371,32 @@ def test_a_bad_value_in_the_store_is_one_line_naming_the_point(tmp_path, capsys,
         assert code == 2 and len(err.strip().splitlines()) == 1, err
         assert ("throughput of inception_v3 fp32 b2 75px cpu weak ddp x2 at commit c2, sweep s5"
                 in err and "not a finite number" in err), err
+
+
+# ---------------------------------------------------------------- the benchmark's trend bound
+
+def load_benchmark():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    name = "change_points_benchmark"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "benchmarks" / "change_points.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        sys.modules[name] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+def test_the_trend_bound_finds_clear_steps_and_not_all_of_the_trend_familys():
+    # a detector told the truth of the `trend` family (a line, at most one step): every step at
+    # 0.5% noise; at the family's 5%, well short of all of them at 1 false alarm per 1,000
+    bound = load_benchmark().step_on_a_line_bound
+    clear = bound(200, 48, 0.005, seed=1)
+    assert all(recall == 1.0 for _, _, recall in clear)
+    rows = bound(400, 48, 0.05, seed=1)
+    assert [r[0] for r in rows] == pytest.approx([100 / 48, 50 / 48, 25 / 48])
+    thresholds, recalls = [r[1] for r in rows], [r[2] for r in rows]
+    assert thresholds == sorted(thresholds) and recalls == sorted(recalls, reverse=True)
+    assert 0.5 < recalls[1] < 0.85
