@@ -79,6 +79,7 @@ def summarize(race: Race, cell: str, seconds: float) -> dict:
         ratio, low, high = ratio_interval(diffs)
         points[c.name] = {"ratio": ratio, "low": low, "high": high, "diffs": diffs}
     return {"cell": cell, "seconds": seconds, "default": race.default, "points": points,
+            "slots": len(race.slots),
             "best": max(points, key=lambda n: points[n]["ratio"])}
 
 
@@ -143,8 +144,10 @@ def main(argv: list[str] | None = None) -> int:
                 args.grid_from / f"{framework}-{model}" / "grid"
             g = grid(sweep, framework, model, cell_out / "grid", args.grid_launches,
                      args.rounds, reuse)
-            print(f"\n{g['cell']}: grid of {len(g['points'])} candidates, "
-                  f"{args.grid_launches} launches, {g['seconds']:.0f} s; best {g['best']}")
+            how = (f"{args.grid_launches} launches" if reuse is None else
+                   f"{g['slots']} slots read from {reuse}")
+            print(f"\n{g['cell']}: grid of {len(g['points'])} candidates, {how}, "
+                  f"{g['seconds']:.0f} s; best {g['best']}")
             for name, pt in sorted(g["points"].items(), key=lambda kv: -kv[1]["ratio"]):
                 print(f"  {name:48s} {100 * (pt['ratio'] - 1):+6.1f}% "
                       f"[{100 * (pt['low'] - 1):+.1f}, {100 * (pt['high'] - 1):+.1f}]"
