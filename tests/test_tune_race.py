@@ -11,7 +11,7 @@ from scalebench.frameworks import ddp, horovod
 from scalebench.spec import units
 from scalebench.spec.errors import UserError
 from scalebench.tuning import knobs
-from scalebench.tuning.race import Candidate, Race, confirm
+from scalebench.tuning.race import Candidate, Race, confirm, launches_to_confirm
 
 
 def simulate(rng, means, slots=30, per_check=3, cv=0.02, df=2.5, drift=0.03, outlier=0.02):
@@ -93,6 +93,28 @@ def test_the_pick_after_one_launch_rests_on_the_knobs_main_effects_not_on_one_no
     # one knob: the fit is saturated and the pick is the highest own score
     one = simulate(random.Random(5), SURFACE, slots=3)
     assert one.best() == one.leader()
+
+
+def test_launches_to_confirm_a_lead_follow_the_t_interval():
+    # 3 rounds a launch, a slot spreading by 6.4%: +4.7% needs 5 launches (t(4) 2.78 x 6.4% /
+    # sqrt(15) = 4.6%), 4 would leave +-5.9%
+    assert launches_to_confirm(math.log(1.047), 0.064, 3) == 5
+    assert launches_to_confirm(math.log(1.10), 0.064, 3) == 3
+    assert launches_to_confirm(math.log(1.047), 0.064, 8) < 5
+    assert launches_to_confirm(0.0, 0.064, 3) is None
+    assert launches_to_confirm(0.001, 0.5, 3) is None  # not within 100 launches
+
+
+def test_an_unconfirmed_pick_says_what_confirming_it_would_take():
+    from scalebench.tuning.run import confirm_advice, pooled_spread
+
+    race, _ = factorial_race(random.Random(2), slots=6)
+    spread = pooled_spread(race)
+    assert 0.01 < spread < 0.1  # the simulated 3% windows, heavy-tailed
+    pick = race.best()
+    advice = confirm_advice(race, pick, 3, 95.0, 35.0)
+    assert pick in advice and "confirmation launches: a cell budget of about" in advice
+    assert confirm_advice(race, race.default, 3, 95.0, 35.0) is None
 
 
 def test_the_default_is_never_dropped_and_measured_in_every_slot():

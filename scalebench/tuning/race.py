@@ -232,3 +232,21 @@ def confirm(winner: str, default: str, launch_ratios: Sequence[float]) -> Confir
                             False)
     return Confirmation(winner, default, tuple(launch_ratios), ratio, low, high,
                         winner != default and low > 1.0)
+
+
+def launches_to_confirm(effect: float, slot_spread: float, rounds: int,
+                        most: int = 100) -> int | None:
+    """How many confirmation launches of `rounds` paired slots each would put a lead of
+    `effect` (a log ratio) beyond the 95% Student-t interval, given the spread (standard
+    deviation) of one slot's log ratio; None when there is no lead or `most` would not do.
+    Launch-to-launch variation beyond the slots' own is not in it: a lower bound."""
+    from scipy import stats
+
+    if effect <= 0 or not slot_spread > 0:
+        return None
+    for n in range(2, most + 1):
+        half = float(stats.t.ppf(0.975, n - 1)) * slot_spread / math.sqrt(rounds * n)
+        if half < effect:
+            return n
+    return None
+

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from scalebench.spec.launch import Job
 from scalebench.tasks import train
 from scalebench.tasks.tune import KIND, TuneSpec
 from scalebench.tuning import knobs as knob_rules
-from scalebench.tuning.race import Candidate, Confirmation, Race, confirm
+from scalebench.tuning.race import Candidate, Confirmation, Race, confirm, launches_to_confirm
 
 ROUNDS_PER_LAUNCH = 3  # in-launch: windows per candidate per launch
 CONFIRM_LAUNCHES = 3  # at least
@@ -340,11 +341,14 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         result.confirmation = confirm(race.default, race.default, [1.0])
         tuner.note(f"{cell.name}: no candidate ahead of the default ({result.stopped})")
         return finish(result, started)
+    rounds = ROUNDS_PER_LAUNCH if cell.in_launch else 1  # paired slots per confirmation pair
+    advice = confirm_advice(race, winner, rounds, spent(), round_cost(2))
     if spent() + reserve() > budget * CONFIRM_OVERRUN:
         result.findings.append(
             f"{winner} led the race ({race.score(winner) * 100:+.1f}% on its paired slots) but "
             f"the cell's budget ({duration(budget)}) cannot pay for its confirmation (about "
-            f"{duration(reserve())} more): the default is kept; a larger --budget confirms it")
+            f"{duration(reserve())} more): the default is kept; a larger --budget confirms it"
+            + (f" ({advice})" if advice else ""))
         result.confirmation = confirm(race.default, race.default, [1.0])
         tuner.note(f"{cell.name}: {result.findings[-1]}")
         return finish(result, started)
@@ -371,11 +375,48 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
                 ratios.append(values[winner] / values[race.default])
     if ratios:
         result.confirmation = confirm(winner, race.default, ratios)
+        if not result.confirmation.significant and advice:
+            result.findings.append(f"not confirmed over {len(ratios)} launches; {advice}")
     else:
         result.findings.append(f"every confirmation launch of {winner} failed")
         result.confirmation = confirm(race.default, race.default, [1.0])
     tuner.note(f"{cell.name}: {result.confirmation.words()}")
     return finish(result, started)
+
+
+def confirm_advice(race: Race, winner: str, rounds: int, race_seconds: float,
+                   pair_seconds: float) -> str | None:
+    """What it would take to confirm the race's pick: launches for its lead under the additive
+    model, from the spread of one paired slot (pooled over every candidate's log ratios to
+    the default, each about its own mean), and the cell budget they need (None: nothing to
+    say)."""
+    predicted = race.predicted()
+    if winner == race.default or winner not in predicted:
+        return None
+    lead = predicted[winner] - predicted.get(race.default, 0.0)
+    spread = pooled_spread(race)
+    if lead <= 0 or spread is None:
+        return None
+    n = launches_to_confirm(lead, spread, rounds)
+    if n is None:
+        return (f"{winner}'s lead ({math.expm1(lead) * 100:+.1f}%) is too small for this "
+                f"cell's noise (a slot spreads by {spread * 100:.1f}%) to confirm in 100 launches")
+    n = max(n, CONFIRM_LAUNCHES)
+    return (f"confirming {winner}'s lead ({math.expm1(lead) * 100:+.1f}%) against this cell's "
+            f"noise (a slot spreads by {spread * 100:.1f}%) takes at least {n} confirmation "
+            f"launches: a cell budget of about {duration(race_seconds + n * pair_seconds)}")
+
+
+def pooled_spread(race: Race) -> float | None:
+    """Standard deviation of one slot's log ratio to the default, pooled over candidates."""
+    squares, freedom = 0.0, 0
+    for c in race.candidates:
+        diffs = race.paired(c.name, race.default) if not c.default else []
+        if len(diffs) >= 2:
+            mean = statistics.fmean(diffs)
+            squares += sum((d - mean) ** 2 for d in diffs)
+            freedom += len(diffs) - 1
+    return math.sqrt(squares / freedom) if freedom else None
 
 
 def find_broken(tuner: Tuner, cell: Cell, result: CellResult, alive: Sequence[Candidate],
