@@ -423,14 +423,14 @@ def goals(rows: list[dict]) -> list[str]:
         low = min(rows, key=lambda r: r["found"][key])
         a, b = low["found_95"][key]
         line(low["found"][key] >= GOALS[key], f"{key} found with p >= {GOALS[key]}: lowest "
-             f"{low['found'][key]:.4f} (95% {a:.3f}-{b:.3f}) at N = {low['nodes']}")
+             f"{down(low['found'][key], 4)} (95% {down(a)}-{up(b)}) at N = {low['nodes']}")
     fa = max(rows, key=lambda r: r["false_alarms_per_10k"])
     a, b = fa["false_alarms_per_10k_95"]
     line(fa["false_alarms_per_10k"] <= GOALS["false_alarms_per_10k"], "false alarms <= 1 per "
          f"10,000 node-vets: most {fa['false_alarms_per_10k']:.2f} (95% {a:.2f}-{b:.2f}; "
          f"{fa['false_alarms']} in {fa['healthy_node_vets']:,}) at N = {fa['nodes']}")
     right = min(r["component_right"] for r in rows)
-    line(right >= GOALS["component_right"], f"right component >= 95%: lowest {right:.3f}")
+    line(right >= GOALS["component_right"], f"right component >= 95%: lowest {down(right)}")
     at = [r for r in rows if r["nodes"] == 1024]
     if at:
         share = at[0]["wall_seconds"] / at[0]["sweep_seconds"]
@@ -440,14 +440,25 @@ def goals(rows: list[dict]) -> list[str]:
     return out
 
 
+def down(x: float, digits: int = 3) -> str:
+    """x to `digits` decimals, rounded down: a probability printed next to a goal is never
+    rounded up onto it (0.8997 is 0.899, not 0.900)."""
+    return f"{math.floor(x * 10 ** digits + 1e-9) / 10 ** digits:.{digits}f}"
+
+
+def up(x: float, digits: int = 3) -> str:
+    return f"{math.ceil(x * 10 ** digits - 1e-9) / 10 ** digits:.{digits}f}"
+
+
 def _found_cell(row: dict, kind: str) -> str:
-    """'0.942', with its 95% interval for the 5% slow node (the goal nearest its line)."""
+    """'0.942' (rounded down), with its 95% interval for the 5% slow node (the goal nearest
+    its line), widened outwards by the rounding."""
     if row["found"][kind] is None:
         return "n/a"
     if kind != "slow_node_5":
-        return f"{row['found'][kind]:.3f}"
+        return down(row["found"][kind])
     a, b = row["found_95"][kind]
-    return f"{row['found'][kind]:.3f} ({a:.3f}-{b:.3f})"
+    return f"{down(row['found'][kind])} ({down(a)}-{up(b)})"
 
 
 def table(rows: list[dict]) -> str:
@@ -460,7 +471,7 @@ def table(rows: list[dict]) -> str:
         lines.append(f"| {r['nodes']} | {r['noise']} | {r['network_rounds']} "
                      f"({r['retest_rounds']}) | {r['wall_seconds']:.0f} | {found} | "
                      f"{r['false_alarms_per_10k']:.2f} ({a:.2f}-{b:.2f}) | "
-                     f"{r['component_right']:.3f} |")
+                     f"{down(r['component_right'])} |")
     return "\n".join(lines)
 
 

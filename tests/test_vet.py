@@ -458,6 +458,13 @@ def test_the_simulators_intervals_are_wilsons_and_the_exact_poisson_ones():
     assert sim.poisson_interval(5) == pytest.approx((1.623, 11.668), abs=0.001)
 
 
+def test_the_simulators_printed_probabilities_never_round_up_onto_a_goal():
+    sim = _simulator()
+    assert sim.down(0.8997) == "0.899" and sim.down(0.9147) == "0.914"
+    assert sim.down(0.915) == "0.915" and sim.down(0.91474, 4) == "0.9147"
+    assert sim.up(0.9201) == "0.921" and sim.up(0.921) == "0.921"
+
+
 def test_the_cost_model_charges_every_sweep_run_its_build_and_the_retest_step_its_nodes():
     """The node step pays the model's build, so does every run of the sweep; the retest step's
     launch grows with the nodes it spans, not the allocation's."""
