@@ -522,11 +522,11 @@ def main(argv: list[str] | None = None) -> int:
             for n in sizes:
                 share = rerun_agreement(n, noise, args.rerun, threshold, args.seed, options)
                 print(f"  {n} {'heavy' if noise.heavy else 'gauss'} {noise.cv_compute:.0%}/"
-                      f"{noise.cv_network:.0%}: {share:.3f}")
+                      f"{noise.cv_network:.0%}: {down(share)}")
     print("\ncomponent named right, by fault:")
     for r in rows:
         print(f"  {r['nodes']} {r['noise']}: " + ", ".join(
-            f"{k} {v:.3f}" for k, v in r["component_right_by_fault"].items() if v is not None))
+            f"{k} {down(v)}" for k, v in r["component_right_by_fault"].items() if v is not None))
     return 0
 
 
