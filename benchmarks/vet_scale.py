@@ -427,7 +427,7 @@ def goals(rows: list[dict]) -> list[str]:
     fa = max(rows, key=lambda r: r["false_alarms_per_10k"])
     a, b = fa["false_alarms_per_10k_95"]
     line(fa["false_alarms_per_10k"] <= GOALS["false_alarms_per_10k"], "false alarms <= 1 per "
-         f"10,000 node-vets: most {fa['false_alarms_per_10k']:.2f} (95% {a:.2f}-{b:.2f}; "
+         f"10,000 node-vets: most {up(fa['false_alarms_per_10k'], 2)} (95% {down(a, 2)}-{up(b, 2)}; "
          f"{fa['false_alarms']} in {fa['healthy_node_vets']:,}) at N = {fa['nodes']}")
     right = min(r["component_right"] for r in rows)
     line(right >= GOALS["component_right"], f"right component >= 95%: lowest {down(right)}")
@@ -447,6 +447,7 @@ def down(x: float, digits: int = 3) -> str:
 
 
 def up(x: float, digits: int = 3) -> str:
+    """x rounded up: a false-alarm rate next to its ceiling is never rounded down under it."""
     return f"{math.ceil(x * 10 ** digits - 1e-9) / 10 ** digits:.{digits}f}"
 
 
@@ -470,7 +471,7 @@ def table(rows: list[dict]) -> str:
         a, b = r["false_alarms_per_10k_95"]
         lines.append(f"| {r['nodes']} | {r['noise']} | {r['network_rounds']} "
                      f"({r['retest_rounds']}) | {r['wall_seconds']:.0f} | {found} | "
-                     f"{r['false_alarms_per_10k']:.2f} ({a:.2f}-{b:.2f}) | "
+                     f"{up(r['false_alarms_per_10k'], 2)} ({down(a, 2)}-{up(b, 2)}) | "
                      f"{down(r['component_right'])} |")
     return "\n".join(lines)
 
