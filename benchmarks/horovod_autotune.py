@@ -38,6 +38,7 @@ from scalebench.hardware import devices
 from scalebench.hardware.envinfo import cpu_model
 from scalebench.spec import config
 from scalebench.tuning import run as tune_run
+from scalebench.tuning.page import interval
 from scalebench.tuning.race import Candidate, Race, ratio_interval
 
 HERE = Path(__file__).resolve().parent
@@ -119,14 +120,10 @@ def side_by_side(sweep, cell_out: Path, candidates: list[Candidate], rounds: int
     return {"slots": slots}
 
 
-def paired(slots: list[dict], a: str, b: str) -> tuple[float, float | None, float | None]:
-    return ratio_interval([math.log(s[a] / s[b]) for s in slots])
-
-
-def text(r: tuple[float, float | None, float | None]) -> str:
-    ratio, low, high = r
-    span = "" if low is None else f" [{100 * (low - 1):+.1f}%, {100 * (high - 1):+.1f}%]"
-    return f"{100 * (ratio - 1):+.1f}%{span}"
+def paired(slots: list[dict], a: str, b: str) -> dict[str, float | None]:
+    """a / b over the slots: the geometric mean ratio and its 95% interval."""
+    ratio, low, high = ratio_interval([math.log(s[a] / s[b]) for s in slots])
+    return {"ratio": ratio, "low": low, "high": high}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,11 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     vs_theirs = paired(slots, ours.name, theirs.name)
     print(f"side by side, {len(slots)} rounds of launches (95% intervals):")
-    print(f"  scalebench's winner vs the default: {text(paired(slots, ours.name, default.name))}"
+    print(f"  scalebench's winner vs the default: {interval(paired(slots, ours.name, default.name))}"
           if ours.name != default.name else "  scalebench's winner is the default")
-    print(f"  autotune's best vs the default: {text(paired(slots, theirs.name, default.name))}")
-    print(f"  scalebench's winner vs autotune's best: {text(vs_theirs)}")
-    as_fast = vs_theirs[2] is None or vs_theirs[2] >= 1.0
+    print(f"  autotune's best vs the default: {interval(paired(slots, theirs.name, default.name))}")
+    print(f"  scalebench's winner vs autotune's best: {interval(vs_theirs)}")
+    as_fast = vs_theirs["high"] is None or vs_theirs["high"] >= 1.0
     share = ours_steps / at["steps"]
     print(f"steps: scalebench {ours_steps}, autotune {at['steps']} ({share:.2f} of autotune's; "
           f"goal <= 0.33); scalebench's winner at least as fast (not significantly slower): "

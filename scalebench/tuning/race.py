@@ -249,4 +249,3 @@ def launches_to_confirm(effect: float, slot_spread: float, rounds: int,
         if half < effect:
             return n
     return None
-
