@@ -66,6 +66,15 @@ def test_ddp_tune_reads_back_the_buckets_and_a_sweep_runs_the_winner_beside_the_
         assert [r["bucket_cap_mb"] for r in c["read_back"]] == [c["settings"]["bucket_cap_mb"]] * 2
     assert not [f for f in cell["findings"] if "asked" in f or "rebuilt" in f], cell["findings"]
     assert "[tune " in done.stdout and "left]" in done.stdout  # progress through the budget
+    # every window follows a re-wrap and REWARM untimed steps: a window is at least 3 x REWARM
+    # timed steps, whatever the workload's iters (1 here)
+    assert cell["window_steps"] == 9
+    records = read_records(out / "results.jsonl")
+    assert {r["iters"] for r in records if r["status"] == "ok"} == {9}
+    if cell["confirmation"] and cell["best_in_race"] != cell["default"]:
+        plan = cell["confirmation"]["plan"]
+        assert plan["launches"] >= 3 and plan["launches"] == sum(
+            x["phase"] == "confirm" for x in cell["launches"])
 
     # The tune's tuned.toml loads as written (check_files); a file whose cell names a setting
     # (the winner's, or bucket_cap_mb=1 where the default was kept) adds that run beside the

@@ -11,7 +11,14 @@ from scalebench.frameworks import ddp, horovod
 from scalebench.spec import units
 from scalebench.spec.errors import UserError
 from scalebench.tuning import knobs
-from scalebench.tuning.race import Candidate, Race, confirm, launches_to_confirm
+from scalebench.tuning.race import (
+    Candidate,
+    ConfirmPlan,
+    Race,
+    confirm,
+    launches_to_confirm,
+    plan_confirmation,
+)
 
 
 def simulate(rng, means, slots=30, per_check=3, cv=0.02, df=2.5, drift=0.03, outlier=0.02):
@@ -112,9 +119,9 @@ def test_an_unconfirmed_pick_says_what_confirming_it_would_take():
     spread = pooled_spread(race)
     assert 0.01 < spread < 0.1  # the simulated 3% windows, heavy-tailed
     pick = race.best()
-    advice = confirm_advice(race, pick, 3, 95.0, 35.0)
+    advice = confirm_advice(race, pick, 95.0, 35.0)
     assert pick in advice and "confirmation launches: a cell budget of about" in advice
-    assert confirm_advice(race, race.default, 3, 95.0, 35.0) is None
+    assert confirm_advice(race, race.default, 95.0, 35.0) is None
 
 
 def test_the_default_is_never_dropped_and_measured_in_every_slot():
@@ -186,3 +193,27 @@ def test_budget_reads_wall_times():
     for bad in ("0", "-5m", "ten minutes", "5d"):
         with pytest.raises(UserError, match="budget: cannot read"):
             units.parse_wall_time(bad)
+
+
+def test_the_confirmation_plan_takes_more_launches_before_more_rounds_and_fits_its_room():
+    fixed, pair = 13.0, 14.4  # seconds: a launch's start-up, one paired round of windows
+    minimum = plan_confirmation(10.0, fixed, pair)
+    assert (minimum.launches, minimum.rounds) == (3, 1)  # the least, whatever the room
+    widths = []
+    for room in (90.0, 115.0, 150.0, 250.0, 500.0, 1000.0):
+        plan = plan_confirmation(room, fixed, pair)
+        assert plan.seconds <= room and 3 <= plan.launches <= 8
+        assert plan.seconds == pytest.approx(plan.launches * (fixed + plan.rounds * pair))
+        widths.append(plan.relative_half_width())
+        # no plan that fits is narrower
+        for n in range(3, 9):
+            for k in range(1, 9):
+                if n * (fixed + k * pair) <= room:
+                    assert plan.relative_half_width() <= ConfirmPlan(n, k, 0).relative_half_width()
+    assert widths == sorted(widths, reverse=True) and widths[-1] < widths[0] / 5
+    # rounds grow only once the launches are at their most
+    assert plan_confirmation(250.0, fixed, pair).rounds == 1
+    assert plan_confirmation(1000.0, fixed, pair).launches == 8
+    # one paired slot per launch pair (across launches): launches only
+    across = plan_confirmation(200.0, 0.0, 40.0, most_rounds=1)
+    assert (across.launches, across.rounds) == (5, 1)

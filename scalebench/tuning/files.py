@@ -70,7 +70,12 @@ def cell_document(result) -> dict[str, Any]:
             "winner": conf.winner, "ratios": list(conf.ratios), "ratio": conf.ratio,
             "low": None if math.isnan(conf.low) else conf.low,
             "high": None if math.isnan(conf.high) else conf.high,
-            "significant": conf.significant, "slots": result.confirm_slots},
+            "significant": conf.significant, "slots": result.confirm_slots,
+            "plan": None if result.confirm_plan is None else {
+                "launches": result.confirm_plan.launches,
+                "rounds": result.confirm_plan.rounds,
+                "planned_seconds": result.confirm_plan.seconds}},
+        "window_steps": cell.window_steps,
         "winner": winner,
         "winner_settings": dict(race.candidate(winner).settings),
         "verdict": verdict(result),

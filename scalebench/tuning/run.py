@@ -34,14 +34,22 @@ from scalebench.spec.launch import Job
 from scalebench.tasks import train
 from scalebench.tasks.tune import KIND, TuneSpec
 from scalebench.tuning import knobs as knob_rules
-from scalebench.tuning.race import Candidate, Confirmation, Race, confirm, launches_to_confirm
+from scalebench.tuning.race import (
+    Candidate,
+    Confirmation,
+    ConfirmPlan,
+    Race,
+    confirm,
+    launches_to_confirm,
+    plan_confirmation,
+)
 
-ROUNDS_PER_LAUNCH = 3  # in-launch: windows per candidate per launch
+ROUNDS_PER_LAUNCH = 3  # windows per candidate per launch, at most (in-launch races)
 CONFIRM_LAUNCHES = 3  # at least
 # At most: the confirmation takes more paired launches where the cell's budget has room left
-# after the race (how many is fixed from the budget before the first, never from its results,
-# so stopping cannot favour a verdict). Horovod's launch-to-launch spread on a CPU (about 10%
-# a launch) leaves 3 launches an interval of +-30%.
+# after the race (how many, and how many rounds each, is fixed from the budget before the
+# first, never from its results, so stopping cannot favour a verdict). Horovod's
+# launch-to-launch spread on a CPU (about 10% a launch) leaves 3 launches an interval of +-30%.
 CONFIRM_MAX = 8
 # A confirmation may overrun the cell's budget by this factor, no more (else it is skipped and
 # the default kept, said as such).
@@ -52,6 +60,11 @@ CONFIRM_OVERRUN = 1.25
 # two iterations, has_rebuilt_buckets and the capped buckets after the third). Timing from the
 # fourth step keeps both the single bucket and the rebuild out of the window.
 REWARM = 3
+# Timed steps of an in-launch window, at least: every window pays REWARM untimed steps and a
+# re-wrap, so a short window is mostly overhead (at 2 steps a window, 60% of a launch's steps
+# were untimed). From 3 x REWARM the re-warm is at most a quarter of a window's steps. A longer
+# window than the workload's iters changes no step: it times more of the same steps.
+WINDOW_STEPS_MIN = 3 * REWARM
 # A floor on one launch's seconds, to refuse a budget too small for a race and its
 # confirmation before anything runs (start-up alone of the smallest cell on a CPU: torchrun and
 # horovodrun ~5 s, a TorchTrainer fit on a running embedded Ray ~15 s).
@@ -75,6 +88,13 @@ class Cell:
     def in_launch(self) -> bool:
         return knob_rules.in_launch(self.knobs)
 
+    @property
+    def window_steps(self) -> int:
+        """Timed steps of one window: the workload's iters, at least WINDOW_STEPS_MIN where
+        every window follows a re-wrap (a launch of one candidate warms up once)."""
+        iters = self.job.task.iters
+        return max(iters, WINDOW_STEPS_MIN) if self.in_launch else iters
+
 
 @dataclass
 class CellResult:
@@ -87,6 +107,7 @@ class CellResult:
     stopped: str = ""  # why the race ended
     seconds: float = 0.0
     confirm_slots: list[dict[str, float]] = field(default_factory=list)
+    confirm_plan: ConfirmPlan | None = None
 
     @property
     def winner(self) -> str:
@@ -171,7 +192,7 @@ class Tuner:
                rounds: int, phase: str, options: Any = None) -> dict | None:
         """One launch of the tune task; its record (or None when interrupted)."""
         self.launch_count += 1
-        spec = TuneSpec(train=cell.job.task,
+        spec = TuneSpec(train=dataclasses.replace(cell.job.task, iters=cell.window_steps),
                         candidates=tuple((c.name, dict(c.settings) if cell.in_launch else {})
                                          for c in candidates),
                         rounds=rounds, rewarm=REWARM, seed=self.rng.randrange(2**31),
@@ -268,26 +289,37 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
     into.append(result)
     started = time.monotonic()
     by_name = {c.name: c for c in candidates}
-    # A launch's seconds: fixed (start-up, build, gather) + its candidates' windows, measured
-    # on the last race launch; a floor until one is measured.
-    cost = {"fixed": MIN_LAUNCH_SECONDS.get(cell.framework, 10.0), "each": 0.0}
+    # A launch's seconds: fixed (start-up, build, gather) + its windows (each with its re-wrap
+    # and re-warm), measured on the last race launch; a floor until one is measured.
+    cost = {"fixed": MIN_LAUNCH_SECONDS.get(cell.framework, 10.0), "window": 0.0}
+    # windows per launch of one candidate (its trials) where launches interleave
+    trials = 1 if cell.in_launch else ROUNDS_PER_LAUNCH
 
     def spent() -> float:
         return time.monotonic() - started
 
-    def measured(began: float, record: dict, candidates: int) -> None:
+    def measured(began: float, record: dict, windows: int) -> None:
         wall = time.monotonic() - began
         inside = min(wall, record.get("launch_seconds") or wall)
-        cost.update(fixed=wall - inside, each=inside / candidates)
+        cost.update(fixed=wall - inside, window=inside / windows)
 
-    def round_cost(candidates: int) -> float:
-        """Seconds to measure `candidates` once each: one launch, or a launch each."""
+    def round_cost(candidates: int, rounds: int = 1) -> float:
+        """Seconds to measure `candidates` for `rounds` paired slots: one launch, or a launch
+        each per round."""
         if cell.in_launch:
-            return cost["fixed"] + candidates * cost["each"]
-        return candidates * (cost["fixed"] + cost["each"])
+            return cost["fixed"] + candidates * rounds * cost["window"]
+        return rounds * candidates * (cost["fixed"] + trials * cost["window"])
 
     def reserve() -> float:
         return CONFIRM_LAUNCHES * round_cost(2)
+
+    def race_rounds(candidates: int) -> int:
+        """Rounds of the next in-launch race launch: what the budget holds besides the
+        confirmation's reserve, 1 to ROUNDS_PER_LAUNCH (1 until a launch is measured)."""
+        if not cost["window"]:
+            return 1
+        room = budget - spent() - reserve() - cost["fixed"]
+        return max(1, min(ROUNDS_PER_LAUNCH, int(room // (candidates * cost["window"]))))
 
     how = ("interleaved inside each launch" if cell.in_launch else
            "one launch each, in interleaved rounds")
@@ -303,12 +335,13 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
             break
         if cell.in_launch:
             began = time.monotonic()
-            record = tuner.launch(cell, result, alive, ROUNDS_PER_LAUNCH, "race")
+            rounds = race_rounds(len(alive))
+            record = tuner.launch(cell, result, alive, rounds, "race")
             if record is None or record["status"] != "ok":
                 if not find_broken(tuner, cell, result, alive, record):
                     break
                 continue
-            measured(began, record, len(alive))
+            measured(began, record, len(alive) * rounds)
             keep_read_back(result, record, by_name)
             for slot in slot_values(record):
                 race.add_slot(slot)
@@ -320,8 +353,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
                 began = time.monotonic()
                 options = knob_rules.options_with(cell.framework, cell.job.launch.options,
                                                   dict(candidate.settings))
-                record = tuner.launch(cell, result, [candidate], ROUNDS_PER_LAUNCH, "race",
-                                      options)
+                record = tuner.launch(cell, result, [candidate], trials, "race", options)
                 if record is None or record["status"] != "ok":
                     reason = "no record" if record is None else record.get("error") or "failed"
                     if candidate.default:
@@ -329,7 +361,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
                         return finish(result, started)
                     race.fail(candidate.name, reason)
                     continue
-                measured(began, record, 1)
+                measured(began, record, trials)
                 keep_read_back(result, record, by_name)
                 slot[candidate.name] = launch_mean(record)
             if len(slot) > 1:
@@ -341,8 +373,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         result.confirmation = confirm(race.default, race.default, [1.0])
         tuner.note(f"{cell.name}: no candidate ahead of the default ({result.stopped})")
         return finish(result, started)
-    rounds = ROUNDS_PER_LAUNCH if cell.in_launch else 1  # paired slots per confirmation pair
-    advice = confirm_advice(race, winner, rounds, spent(), round_cost(2))
+    advice = confirm_advice(race, winner, spent(), round_cost(2))
     if spent() + reserve() > budget * CONFIRM_OVERRUN:
         result.findings.append(
             f"{winner} led the race ({race.score(winner) * 100:+.1f}% on its paired slots) but "
@@ -352,14 +383,21 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         result.confirmation = confirm(race.default, race.default, [1.0])
         tuner.note(f"{cell.name}: {result.findings[-1]}")
         return finish(result, started)
-    pairs = max(CONFIRM_LAUNCHES, min(CONFIRM_MAX, int((budget - spent()) // round_cost(2))))
+    if cell.in_launch:
+        plan = plan_confirmation(budget - spent(), cost["fixed"], 2 * cost["window"],
+                                 CONFIRM_LAUNCHES, CONFIRM_MAX)
+    else:  # a paired slot is a launch of each: one slot per pair of launches
+        plan = plan_confirmation(budget - spent(), 0.0, round_cost(2), CONFIRM_LAUNCHES,
+                                 CONFIRM_MAX, most_rounds=1)
+    result.confirm_plan = plan
     tuner.note(f"{cell.name}: confirming {winner} against the default over "
-               f"{pairs} fresh launches")
+               f"{plan.launches} fresh launches"
+               + (f" of {plan.rounds} paired windows each" if cell.in_launch else ""))
     ratios = []
     pair = [by_name[winner], by_name[race.default]]
-    for _ in range(pairs):
+    for _ in range(plan.launches):
         if cell.in_launch:
-            record = tuner.launch(cell, result, pair, ROUNDS_PER_LAUNCH, "confirm")
+            record = tuner.launch(cell, result, pair, plan.rounds, "confirm")
             if record is None or record["status"] != "ok":
                 continue
             slots = slot_values(record)
@@ -369,7 +407,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         else:
             order = list(pair)
             tuner.rng.shuffle(order)
-            values = round_of_launches(tuner, cell, result, order, ROUNDS_PER_LAUNCH, "confirm")
+            values = round_of_launches(tuner, cell, result, order, trials, "confirm")
             if len(values) == 2:
                 result.confirm_slots.append(values)
                 ratios.append(values[winner] / values[race.default])
@@ -384,12 +422,12 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
     return finish(result, started)
 
 
-def confirm_advice(race: Race, winner: str, rounds: int, race_seconds: float,
-                   pair_seconds: float) -> str | None:
-    """What it would take to confirm the race's pick: launches for its lead under the additive
-    model, from the spread of one paired slot (pooled over every candidate's log ratios to
-    the default, each about its own mean), and the cell budget they need (None: nothing to
-    say)."""
+def confirm_advice(race: Race, winner: str, race_seconds: float, pair_seconds: float
+                   ) -> str | None:
+    """What it would take to confirm the race's pick: launches (of one paired slot each, as
+    the race's, `pair_seconds` each) for its lead under the additive model, from the spread of
+    one paired slot (pooled over every candidate's log ratios to the default, each about its
+    own mean), and the cell budget they need (None: nothing to say)."""
     predicted = race.predicted()
     if winner == race.default or winner not in predicted:
         return None
@@ -397,7 +435,7 @@ def confirm_advice(race: Race, winner: str, rounds: int, race_seconds: float,
     spread = pooled_spread(race)
     if lead <= 0 or spread is None:
         return None
-    n = launches_to_confirm(lead, spread, rounds)
+    n = launches_to_confirm(lead, spread, 1)
     if n is None:
         return (f"{winner}'s lead ({math.expm1(lead) * 100:+.1f}%) is too small for this "
                 f"cell's noise (a slot spreads by {spread * 100:.1f}%) to confirm in 100 launches")
