@@ -413,8 +413,11 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
                 ratios.append(values[winner] / values[race.default])
     if ratios:
         result.confirmation = confirm(winner, race.default, ratios)
-        if not result.confirmation.significant and advice:
-            result.findings.append(f"not confirmed over {len(ratios)} launches; {advice}")
+        if not result.confirmation.significant:
+            advice = advice or confirmation_advice(winner, ratios, spent(), plan.seconds
+                                                   / plan.launches)
+            if advice:
+                result.findings.append(f"not confirmed over {len(ratios)} launches; {advice}")
     else:
         result.findings.append(f"every confirmation launch of {winner} failed")
         result.confirmation = confirm(race.default, race.default, [1.0])
@@ -435,14 +438,35 @@ def confirm_advice(race: Race, winner: str, race_seconds: float, pair_seconds: f
     spread = pooled_spread(race)
     if lead <= 0 or spread is None:
         return None
+    return launches_advice(f"{winner}'s lead", lead, spread, "a slot", race_seconds,
+                           pair_seconds)
+
+
+def confirmation_advice(winner: str, ratios: Sequence[float], spent: float,
+                        launch_seconds: float) -> str | None:
+    """The same, from an unconfirmed confirmation's own launches where the race had no spread
+    to offer (one slot each, as a Horovod race at a small budget): its measured gain against
+    the spread of its launch ratios."""
+    if len(ratios) < 2:
+        return None
+    logs = [math.log(r) for r in ratios]
+    lead, spread = statistics.fmean(logs), statistics.stdev(logs)
+    if lead <= 0 or not spread > 0:
+        return None
+    return launches_advice(f"{winner}'s measured gain", lead, spread, "a confirmation launch",
+                           spent - len(ratios) * launch_seconds, launch_seconds)
+
+
+def launches_advice(what: str, lead: float, spread: float, unit: str, before: float,
+                    launch_seconds: float) -> str:
     n = launches_to_confirm(lead, spread, 1)
     if n is None:
-        return (f"{winner}'s lead ({math.expm1(lead) * 100:+.1f}%) is too small for this "
-                f"cell's noise (a slot spreads by {spread * 100:.1f}%) to confirm in 100 launches")
+        return (f"{what} ({math.expm1(lead) * 100:+.1f}%) is too small for this cell's noise "
+                f"({unit} spreads by {spread * 100:.1f}%) to confirm in 100 launches")
     n = max(n, CONFIRM_LAUNCHES)
-    return (f"confirming {winner}'s lead ({math.expm1(lead) * 100:+.1f}%) against this cell's "
-            f"noise (a slot spreads by {spread * 100:.1f}%) takes at least {n} confirmation "
-            f"launches: a cell budget of about {duration(race_seconds + n * pair_seconds)}")
+    return (f"confirming {what} ({math.expm1(lead) * 100:+.1f}%) against this cell's noise "
+            f"({unit} spreads by {spread * 100:.1f}%) takes at least {n} confirmation "
+            f"launches: a cell budget of about {duration(before + n * launch_seconds)}")
 
 
 def pooled_spread(race: Race) -> float | None:
