@@ -234,23 +234,6 @@ def confirm(winner: str, default: str, launch_ratios: Sequence[float]) -> Confir
                         winner != default and low > 1.0)
 
 
-def launches_to_confirm(effect: float, slot_spread: float, rounds: int,
-                        most: int = 100) -> int | None:
-    """How many confirmation launches of `rounds` paired slots each would put a lead of
-    `effect` (a log ratio) beyond the 95% Student-t interval, given the spread (standard
-    deviation) of one slot's log ratio; None when there is no lead or `most` would not do.
-    Launch-to-launch variation beyond the slots' own is not in it: a lower bound."""
-    from scipy import stats
-
-    if effect <= 0 or not slot_spread > 0:
-        return None
-    for n in range(2, most + 1):
-        half = float(stats.t.ppf(0.975, n - 1)) * slot_spread / math.sqrt(rounds * n)
-        if half < effect:
-            return n
-    return None
-
-
 @dataclass(frozen=True)
 class ConfirmPlan:
     """How a confirmation is measured: `launches` fresh launches of `rounds` paired slots."""
@@ -266,6 +249,20 @@ class ConfirmPlan:
 
         return float(stats.t.ppf(0.975, self.launches - 1)) / math.sqrt(
             self.launches * self.rounds)
+
+
+def launches_to_confirm(effect: float, slot_spread: float, rounds: int,
+                        most: int = 100) -> int | None:
+    """How many confirmation launches of `rounds` paired slots each would put a lead of
+    `effect` (a log ratio) beyond the 95% Student-t interval, given the spread (standard
+    deviation) of one slot's log ratio; None when there is no lead or `most` would not do.
+    Launch-to-launch variation beyond the slots' own is not in it: a lower bound."""
+    if effect <= 0 or not slot_spread > 0:
+        return None
+    for n in range(2, most + 1):
+        if ConfirmPlan(n, rounds, 0.0).relative_half_width() * slot_spread < effect:
+            return n
+    return None
 
 
 def plan_confirmation(room: float, fixed: float, pair_round: float, least: int = 3,
