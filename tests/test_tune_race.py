@@ -223,7 +223,7 @@ def test_an_unconfirmed_confirmation_without_race_spread_says_what_its_own_launc
     from scalebench.tuning.run import confirmation_advice
 
     # a Horovod race of one slot has no spread; the confirmation's three launches do
-    advice = confirmation_advice("fusion=32", [1.023, 1.019, 1.148], 331.0, 44.0)
+    advice = confirmation_advice("fusion=32", [1.023, 1.019, 1.148], 199.0, 44.0)
     # +6.2% against a launch spread of 6.8%: t(7) 2.36 x 6.8% / sqrt(8) = 5.7% < 6.0%
     assert "fusion=32's measured gain (+6.2%)" in advice and "at least 8 confirmation" in advice
     assert "a cell budget of about 9m11s" in advice  # the race's 199 s and 8 launches of 44 s

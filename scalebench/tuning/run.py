@@ -373,7 +373,8 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         result.confirmation = confirm(race.default, race.default, [1.0])
         tuner.note(f"{cell.name}: no candidate ahead of the default ({result.stopped})")
         return finish(result, started)
-    advice = confirm_advice(race, winner, spent(), round_cost(2))
+    race_seconds = spent()
+    advice = confirm_advice(race, winner, race_seconds, round_cost(2))
     if spent() + reserve() > budget * CONFIRM_OVERRUN:
         result.findings.append(
             f"{winner} led the race ({race.score(winner) * 100:+.1f}% on its paired slots) but "
@@ -414,8 +415,8 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
     if ratios:
         result.confirmation = confirm(winner, race.default, ratios)
         if not result.confirmation.significant:
-            advice = advice or confirmation_advice(winner, ratios, spent(), plan.seconds
-                                                   / plan.launches)
+            advice = advice or confirmation_advice(winner, ratios, race_seconds,
+                                                   plan.seconds / plan.launches)
             if advice:
                 result.findings.append(f"not confirmed over {len(ratios)} launches; {advice}")
     else:
@@ -442,7 +443,7 @@ def confirm_advice(race: Race, winner: str, race_seconds: float, pair_seconds: f
                            pair_seconds)
 
 
-def confirmation_advice(winner: str, ratios: Sequence[float], spent: float,
+def confirmation_advice(winner: str, ratios: Sequence[float], race_seconds: float,
                         launch_seconds: float) -> str | None:
     """The same, from an unconfirmed confirmation's own launches where the race had no spread
     to offer (one slot each, as a Horovod race at a small budget): its measured gain against
@@ -454,7 +455,7 @@ def confirmation_advice(winner: str, ratios: Sequence[float], spent: float,
     if lead <= 0 or not spread > 0:
         return None
     return launches_advice(f"{winner}'s measured gain", lead, spread, "a confirmation launch",
-                           spent - len(ratios) * launch_seconds, launch_seconds)
+                           race_seconds, launch_seconds)
 
 
 def launches_advice(what: str, lead: float, spread: float, unit: str, before: float,
