@@ -42,6 +42,22 @@ def test_command_line_carries_knobs_and_hosts(tmp_path):
     assert spec.launch.options.fp16_allreduce is True  # applied by the worker (hvd.Compression.fp16)
 
 
+def test_the_knob_variables_the_launcher_sets_are_the_ones_the_worker_reads_back(
+        tmp_path, monkeypatch):
+    from scalebench.frameworks.horovod.worker import HorovodComm
+
+    settings = {"fusion_threshold_mb": 32.0, "cycle_time_ms": 2.5, "cache_capacity": 0,
+                "hierarchical_allreduce": True}
+    env = launcher.knob_env(horovod_spec(horovod=settings).launch.options, tmp_path)
+    assert env == {"HOROVOD_FUSION_THRESHOLD": str(32 * 2**20), "HOROVOD_CYCLE_TIME": "2.5",
+                   "HOROVOD_CACHE_CAPACITY": "0", "HOROVOD_HIERARCHICAL_ALLREDUCE": "1"}
+    assert launcher.knob_env(horovod_spec().launch.options, tmp_path) == {}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    seen = HorovodComm.read_back(None, None)  # reads the environment only, as hvd.init() did
+    assert {k: seen[k] for k in settings} == settings
+
+
 def test_hostfile_and_planned_nodes(tmp_path):
     hostfile = tmp_path / "hosts"
     hostfile.write_text("# cluster\nnode-a slots=4\nnode-b slots=4\n")

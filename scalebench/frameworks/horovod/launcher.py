@@ -72,17 +72,18 @@ def horovodrun_command(job: Job, run_dir: Path) -> list[str]:
 
 def knob_env(options: hvd_options.Options, run_dir: Path) -> dict[str, str]:
     """The variables horovodrun sets for --fusion-threshold-mb, --cycle-time-ms, --timeline."""
+    names = hvd_options.VARIABLES
     env = {}
     if options.fusion_threshold_mb is not None:
-        env["HOROVOD_FUSION_THRESHOLD"] = str(int(options.fusion_threshold_mb * 1024 * 1024))
+        env[names["fusion_threshold_mb"]] = str(int(options.fusion_threshold_mb * 1024 * 1024))
     if options.cycle_time_ms is not None:
-        env["HOROVOD_CYCLE_TIME"] = f"{options.cycle_time_ms:g}"
+        env[names["cycle_time_ms"]] = f"{options.cycle_time_ms:g}"
     if options.timeline:
         env["HOROVOD_TIMELINE"] = str(run_dir / "timeline.json")
     if options.cache_capacity is not None:
-        env["HOROVOD_CACHE_CAPACITY"] = str(options.cache_capacity)
+        env[names["cache_capacity"]] = str(options.cache_capacity)
     if options.hierarchical_allreduce:
-        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1"
+        env[names["hierarchical_allreduce"]] = "1"
     return env
 
 

@@ -59,6 +59,14 @@ FLAGS = (
 )
 
 
+# The variable hvd.init() reads for each knob: the launcher sets it (as horovodrun's
+# --fusion-threshold-mb, ... do), the worker reads it back (Horovod has no getter).
+VARIABLES = {"fusion_threshold_mb": "HOROVOD_FUSION_THRESHOLD",
+             "cycle_time_ms": "HOROVOD_CYCLE_TIME",
+             "cache_capacity": "HOROVOD_CACHE_CAPACITY",
+             "hierarchical_allreduce": "HOROVOD_HIERARCHICAL_ALLREDUCE"}
+
+
 def parse_bool(value: str) -> bool:
     return fields.boolean("knobs.hierarchical_allreduce", value)
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from scalebench.frameworks.horovod import options as hvd_options
 from scalebench.frameworks.worker_io import run_worker
 from scalebench.worker.comm import Comm
 
@@ -28,15 +29,10 @@ class HorovodComm(Comm):
         return {"local_rank": hvd.local_rank(), "local_size": hvd.local_size(),
                 "cross_rank": hvd.cross_rank(), "cross_size": hvd.cross_size()}
 
-    # Horovod has no getter for these: what its hvd.init() read from the environment (which
-    # horovodrun's --fusion-threshold-mb, --cycle-time-ms, ... set) is what it uses.
-    KNOB_VARIABLES = {"fusion_threshold_mb": "HOROVOD_FUSION_THRESHOLD",
-                      "cycle_time_ms": "HOROVOD_CYCLE_TIME",
-                      "cache_capacity": "HOROVOD_CACHE_CAPACITY",
-                      "hierarchical_allreduce": "HOROVOD_HIERARCHICAL_ALLREDUCE"}
-
     def read_back(self, model) -> dict[str, Any]:
-        seen = {k: os.environ.get(v) for k, v in self.KNOB_VARIABLES.items()}
+        """Horovod has no getter for its knobs: what its hvd.init() read from the environment
+        (which horovodrun's --fusion-threshold-mb, --cycle-time-ms, ... set) is what it uses."""
+        seen = {k: os.environ.get(v) for k, v in hvd_options.VARIABLES.items()}
         out: dict[str, Any] = {"source": "environment read by hvd.init()"}
         if seen["fusion_threshold_mb"] is not None:
             out["fusion_threshold_mb"] = int(seen["fusion_threshold_mb"]) / 2**20
