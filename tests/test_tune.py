@@ -71,10 +71,17 @@ def test_ddp_tune_reads_back_the_buckets_and_a_sweep_runs_the_winner_beside_the_
     assert cell["window_steps"] == 9
     records = read_records(out / "results.jsonl")
     assert {r["iters"] for r in records if r["status"] == "ok"} == {9}
+    # a pick other than the default is confirmed over the planned launches, or (where the race
+    # left too little of the 45 s for that, as on a slow machine) kept out with the reason why
+    confirms = sum(x["phase"] == "confirm" for x in cell["launches"])
     if cell["confirmation"] and cell["best_in_race"] != cell["default"]:
         plan = cell["confirmation"]["plan"]
-        assert plan["launches"] >= 3 and plan["launches"] == sum(
-            x["phase"] == "confirm" for x in cell["launches"])
+        if plan is None:
+            assert confirms == 0 and cell["winner"] == cell["default"]
+            assert [f for f in cell["findings"] if "cannot pay for its confirmation" in f], \
+                cell["findings"]
+        else:
+            assert plan["launches"] >= 3 and plan["launches"] == confirms
 
     # The tune's tuned.toml loads as written (check_files); a file whose cell names a setting
     # (the winner's, or bucket_cap_mb=1 where the default was kept) adds that run beside the
