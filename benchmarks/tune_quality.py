@@ -33,22 +33,26 @@ from scalebench.tuning.race import Race, ratio_interval
 
 
 def grid(sweep, framework: str, model: str, out: Path, launches: int, rounds: int,
-         reuse: Path | None = None) -> dict:
+         reuse: Path | None = None, more: int = 0) -> dict:
     """Every candidate of the cell, measured in `launches` interleaved launches (in-launch
     frameworks: all candidates in each launch; else a round of launches per repeat); or the
-    grid.json an earlier run wrote in `reuse` (its slots and measured seconds)."""
+    grid.json an earlier run wrote in `reuse` (its slots and measured seconds), with `more`
+    launches measured now and added to it (its seconds too)."""
     device = devices.resolve(sweep.device)
     cell = tune_run.plan_cells(dataclasses.replace(sweep, frameworks=(framework,),
                                                    models=(model,)), device, None)[0]
     candidates = knob_rules.candidates(cell.knobs)
     race = Race(candidates)
+    earlier = 0.0
     if reuse is not None:
         saved = json.loads((reuse / "grid.json").read_text())
         if saved["cell"] != cell.name:
             raise SystemExit(f"--grid-from: {reuse} holds {saved['cell']}, not {cell.name}")
         for slot in saved["slots"]:
             race.add_slot(slot)
-        return summarize(race, cell.name, saved["seconds"])
+        earlier, launches = saved["seconds"], more
+        if not more:
+            return summarize(race, cell.name, earlier)
     tuner = tune_run.Tuner(sweep, device, out, budget=1e9, seed=0, live=False)
     result = tune_run.CellResult(cell, race)
     started = time.monotonic()
@@ -63,7 +67,7 @@ def grid(sweep, framework: str, model: str, out: Path, launches: int, rounds: in
                                                          rounds, "grid"))
     finally:
         tuner.close()
-    seconds = time.monotonic() - started
+    seconds = earlier + time.monotonic() - started
     out.mkdir(parents=True, exist_ok=True)
     (out / "grid.json").write_text(json.dumps({"cell": cell.name, "seconds": seconds,
                                                "slots": race.slots}))
@@ -121,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grid-from", type=Path, default=None, metavar="DIR",
                    help="an earlier run's --out: each cell's grid is read from its grid.json "
                         "there instead of measured again (the tunes still run)")
+    p.add_argument("--grid-more", type=int, default=0, metavar="N",
+                   help="with --grid-from: measure N more launches of each grid and add them "
+                        "(and their seconds) to the grid read; the combined grid.json is "
+                        "written under --out")
     p.add_argument("--smoke", action="store_true",
                    help="the smallest: DDP, Inception V3 at 75 px, 2 launches, 1 tune")
     args = p.parse_args(argv)
@@ -143,9 +151,10 @@ def main(argv: list[str] | None = None) -> int:
             reuse = None if args.grid_from is None else \
                 args.grid_from / f"{framework}-{model}" / "grid"
             g = grid(sweep, framework, model, cell_out / "grid", args.grid_launches,
-                     args.rounds, reuse)
+                     args.rounds, reuse, args.grid_more)
             how = (f"{args.grid_launches} launches" if reuse is None else
-                   f"{g['slots']} slots read from {reuse}")
+                   f"{g['slots']} slots ({args.grid_more} launches measured now, the rest "
+                   f"read from {reuse})")
             print(f"\n{g['cell']}: grid of {len(g['points'])} candidates, {how}, "
                   f"{g['seconds']:.0f} s; best {g['best']}")
             for name, pt in sorted(g["points"].items(), key=lambda kv: -kv[1]["ratio"]):
