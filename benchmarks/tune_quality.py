@@ -63,8 +63,12 @@ def grid(sweep, framework: str, model: str, out: Path, launches: int, rounds: in
                 for slot in tune_run.slot_values(record):
                     race.add_slot(slot)
             else:
-                race.add_slot(tune_run.round_of_launches(tuner, cell, result, candidates,
-                                                         rounds, "grid"))
+                # shuffled per round (seeded), as the race's: in a fixed order a drift inside
+                # a round would favour whichever candidate comes first
+                order = list(candidates)
+                tuner.rng.shuffle(order)
+                race.add_slot(tune_run.round_of_launches(tuner, cell, result, order, rounds,
+                                                         "grid"))
     finally:
         tuner.close()
     seconds = earlier + time.monotonic() - started
