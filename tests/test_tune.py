@@ -122,6 +122,11 @@ def test_horovod_tune_launches_each_candidate_in_interleaved_rounds(tmp_path):
     assert cell["interleaving"] == "launches in interleaved rounds"
     race = [x for x in cell["launches"] if x["phase"] == "race"]
     assert len(race) >= 2 and all(len(x["candidates"]) == 1 for x in race)
+    plan = (cell["confirmation"] or {}).get("plan")
+    if plan:  # across launches a paired slot is a pair of launches
+        confirms = [x for x in cell["launches"] if x["phase"] == "confirm"]
+        assert plan["launches"] == len(confirms) == 2 * plan["paired_slots"]
+        assert all(len(x["candidates"]) == 1 for x in confirms)
     # what hvd.init() read: the fusion threshold each launch was given
     zero = next(c for c in cell["candidates"] if not c["default"])
     assert all(r["fusion_threshold_mb"] == 0.0 for r in zero["read_back"])

@@ -12,6 +12,7 @@ import pytest
 
 from scalebench.hardware import devices
 from scalebench.spec import config
+from scalebench.tuning import files
 from scalebench.tuning import run as tune_run
 
 FIXED, WINDOW = 12.0, 3.0  # seconds a simulated launch takes: start-up, and per window
@@ -82,6 +83,10 @@ def test_one_race_round_then_the_confirmation_takes_what_is_left_up_to_its_most(
     phases = [x["phase"] for x in result.launches]
     assert phases.count("race") == candidates
     assert result.confirm_plan.launches == pairs and phases.count("confirm") == 2 * pairs
+    # tune.json says it in launches and paired slots, not in the plan's pairs
+    assert files.plan_document(result.confirm_plan, in_launch=False) == {
+        "launches": 2 * pairs, "paired_slots": pairs, "rounds_per_launch": None,
+        "planned_seconds": result.confirm_plan.seconds}
     assert result.seconds <= budget
 
 

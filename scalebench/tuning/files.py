@@ -12,7 +12,7 @@ from typing import Any
 
 from scalebench.records import atomic
 from scalebench.spec.tuned import FORMAT_VERSION, TUNED_TOML
-from scalebench.tuning.race import ratio_interval
+from scalebench.tuning.race import ConfirmPlan, ratio_interval
 
 TUNE_JSON = "tune.json"
 
@@ -71,16 +71,23 @@ def cell_document(result) -> dict[str, Any]:
             "low": None if math.isnan(conf.low) else conf.low,
             "high": None if math.isnan(conf.high) else conf.high,
             "significant": conf.significant, "slots": result.confirm_slots,
-            "plan": None if result.confirm_plan is None else {
-                "launches": result.confirm_plan.launches,
-                "rounds": result.confirm_plan.rounds,
-                "planned_seconds": result.confirm_plan.seconds}},
+            "plan": None if result.confirm_plan is None else plan_document(
+                result.confirm_plan, cell.in_launch)},
         "window_steps": cell.window_steps,
         "winner": winner,
         "winner_settings": dict(race.candidate(winner).settings),
         "verdict": verdict(result),
         "findings": result.findings, "seconds": result.seconds,
     }
+
+
+def plan_document(plan: ConfirmPlan, in_launch: bool) -> dict[str, Any]:
+    """The planned confirmation in launches and paired slots: inside a launch a slot is a round
+    of both candidates; across launches it is a pair of launches (the plan counts pairs)."""
+    return {"launches": plan.launches if in_launch else 2 * plan.launches,
+            "paired_slots": plan.launches * plan.rounds,
+            "rounds_per_launch": plan.rounds if in_launch else None,
+            "planned_seconds": plan.seconds}
 
 
 def verdict(result) -> str:
