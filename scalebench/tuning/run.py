@@ -399,8 +399,8 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
                                  CONFIRM_MAX, most_rounds=1)
     result.confirm_plan = plan
     tuner.note(f"{cell.name}: confirming {winner} against the default over "
-               f"{plan.launches} fresh launches"
-               + (f" of {plan.rounds} paired windows each" if cell.in_launch else ""))
+               + (f"{plan.launches} fresh launches of {plan.rounds} paired windows each"
+                  if cell.in_launch else f"{plan.launches} fresh pairs of launches"))
     ratios = []
     pair = [by_name[winner], by_name[race.default]]
     for _ in range(plan.launches):
