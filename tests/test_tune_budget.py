@@ -13,6 +13,7 @@ import pytest
 from scalebench.hardware import devices
 from scalebench.spec import config
 from scalebench.tuning import files
+from scalebench.tuning import knobs as knob_rules
 from scalebench.tuning import run as tune_run
 
 FIXED, WINDOW = 12.0, 3.0  # seconds a simulated launch takes: start-up, and per window
@@ -66,7 +67,7 @@ def clock(monkeypatch) -> Clock:
 
 def race(clock: Clock, budget: float) -> tune_run.CellResult:
     cell = horovod_cell()
-    names = [c.name for c in tune_run.knob_rules.candidates(cell.knobs)]
+    names = [c.name for c in knob_rules.candidates(cell.knobs)]
     best = next(n for n in names if "cycle_time_ms=25" in n and "fusion_threshold_mb=0" in n)
     tuner = SimulatedTuner(clock, {best: 1.10})
     return tune_run.race_cell(tuner, cell, budget, [])
@@ -77,7 +78,7 @@ def test_one_race_round_then_the_confirmation_takes_what_is_left_up_to_its_most(
     # across launches a round is a launch per candidate (each FIXED + 3 windows); a paired
     # confirmation slot is a launch of the winner and one of the default
     launch = FIXED + tune_run.ROUNDS_PER_LAUNCH * WINDOW
-    candidates = len(tune_run.knob_rules.candidates(horovod_cell().knobs))
+    candidates = len(knob_rules.candidates(horovod_cell().knobs))
     budget = candidates * launch + pairs * 2 * launch + launch / 2
     result = race(clock, budget)
     phases = [x["phase"] for x in result.launches]
@@ -92,7 +93,7 @@ def test_one_race_round_then_the_confirmation_takes_what_is_left_up_to_its_most(
 
 def test_a_budget_beyond_the_most_confirmation_goes_on_racing(clock):
     launch = FIXED + tune_run.ROUNDS_PER_LAUNCH * WINDOW
-    candidates = len(tune_run.knob_rules.candidates(horovod_cell().knobs))
+    candidates = len(knob_rules.candidates(horovod_cell().knobs))
     budget = 4 * candidates * launch + tune_run.CONFIRM_MAX * 2 * launch
     result = race(clock, budget)
     phases = [x["phase"] for x in result.launches]

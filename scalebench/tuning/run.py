@@ -382,7 +382,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         return finish(result, started)
     race_seconds = spent()
     advice = confirm_advice(race, winner, race_seconds, round_cost(2))
-    if spent() + reserve() > budget * CONFIRM_OVERRUN:
+    if race_seconds + reserve() > budget * CONFIRM_OVERRUN:
         result.findings.append(
             f"{winner} led the race ({race.score(winner) * 100:+.1f}% on its paired slots) but "
             f"the cell's budget ({duration(budget)}) cannot pay for its confirmation (about "
@@ -392,10 +392,10 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         tuner.note(f"{cell.name}: {result.findings[-1]}")
         return finish(result, started)
     if cell.in_launch:
-        plan = plan_confirmation(budget - spent(), cost["fixed"], 2 * cost["window"],
+        plan = plan_confirmation(budget - race_seconds, cost["fixed"], 2 * cost["window"],
                                  CONFIRM_LAUNCHES, CONFIRM_MAX)
     else:  # a paired slot is a launch of each: one slot per pair of launches
-        plan = plan_confirmation(budget - spent(), 0.0, round_cost(2), CONFIRM_LAUNCHES,
+        plan = plan_confirmation(budget - race_seconds, 0.0, round_cost(2), CONFIRM_LAUNCHES,
                                  CONFIRM_MAX, most_rounds=1)
     result.confirm_plan = plan
     tuner.note(f"{cell.name}: confirming {winner} against the default over "
