@@ -229,3 +229,17 @@ def test_an_unconfirmed_confirmation_without_race_spread_says_what_its_own_launc
     assert "a cell budget of about 9m11s" in advice  # the race's 199 s and 8 launches of 44 s
     assert confirmation_advice("fusion=32", [0.97, 0.99], 100.0, 40.0) is None  # no gain
     assert confirmation_advice("fusion=32", [1.05], 100.0, 40.0) is None  # no spread
+
+
+def test_across_launches_every_text_counts_pairs_of_launches():
+    """A Horovod confirmation sample is a launch of each candidate: its 8 are 16 launches, and
+    no text may call them 8 launches."""
+    from scalebench.tuning.run import confirmation_advice
+
+    pairs = confirm("fusion=32", "default", [1.08, 1.10, 1.09], "pairs of launches")
+    assert "over 3 fresh pairs of launches" in pairs.words()
+    assert "over 3 fresh paired launches" in confirm("b", "a", [1.08, 1.10, 1.09]).words()
+    advice = confirmation_advice("fusion=32", [1.023, 1.019, 1.148], 199.0, 44.0,
+                                 "pairs of launches")
+    assert "at least 8 confirmation pairs of launches" in advice
+    assert "(a confirmation pair spreads by" in advice

@@ -70,7 +70,8 @@ def cell_document(result) -> dict[str, Any]:
             "winner": conf.winner, "ratios": list(conf.ratios), "ratio": conf.ratio,
             "low": None if math.isnan(conf.low) else conf.low,
             "high": None if math.isnan(conf.high) else conf.high,
-            "significant": conf.significant, "slots": result.confirm_slots,
+            "significant": conf.significant, "samples": conf.unit,
+            "slots": result.confirm_slots,
             "plan": None if result.confirm_plan is None else plan_document(
                 result.confirm_plan, cell.in_launch)},
         "window_steps": cell.window_steps,

@@ -46,8 +46,10 @@ def confirmation_line(cell: dict[str, Any]) -> str:
     ratios = ", ".join(pct(r) for r in conf["ratios"])
     span = ("" if conf["low"] is None else
             f" [{pct(conf['low'])}, {pct(conf['high'])}]")
+    samples = conf.get("samples", "paired launches")
+    each = "per pair" if samples == "pairs of launches" else "per launch"
     return (f"Confirmation of {conf['winner']} against the default over {len(conf['ratios'])} "
-            f"fresh paired launches: {pct(conf['ratio'])}{span} (per launch: {ratios}); "
+            f"fresh {samples}: {pct(conf['ratio'])}{span} ({each}: {ratios}); "
             f"{'significant' if conf['significant'] else 'not beyond noise'}.")
 
 

@@ -199,6 +199,9 @@ class Confirmation:
     low: float
     high: float
     significant: bool  # the whole interval above 1
+    # what one ratio stands on: a launch timing both ("paired launches"), or a launch of each
+    # ("pairs of launches", where a knob is read only as the framework starts)
+    unit: str = "paired launches"
 
     def words(self) -> str:
         gain = (self.ratio - 1) * 100
@@ -208,9 +211,9 @@ class Confirmation:
             return "no candidate beat the default beyond noise; the default is kept"
         if self.significant:
             return (f"{self.winner} beats the default by {gain:+.1f}% {interval} over {n} "
-                    f"fresh paired launches")
+                    f"fresh {self.unit}")
         return (f"{self.winner} measured {gain:+.1f}% {interval} against the default over {n} "
-                f"fresh paired launches: not beyond noise, the default is kept")
+                f"fresh {self.unit}: not beyond noise, the default is kept")
 
 
 def ratio_interval(log_ratios: Sequence[float]) -> tuple[float, float | None, float | None]:
@@ -224,14 +227,16 @@ def ratio_interval(log_ratios: Sequence[float]) -> tuple[float, float | None, fl
     return math.exp(s.mean), math.exp(s.ci_low), math.exp(s.ci_high)
 
 
-def confirm(winner: str, default: str, launch_ratios: Sequence[float]) -> Confirmation:
-    """Student-t interval of the mean log ratio over launches (each launch one sample)."""
+def confirm(winner: str, default: str, launch_ratios: Sequence[float],
+            unit: str = "paired launches") -> Confirmation:
+    """Student-t interval of the mean log ratio over launches (each launch, or pair of
+    launches, one sample: `unit` names which)."""
     ratio, low, high = ratio_interval([math.log(r) for r in launch_ratios])
     if low is None:
         return Confirmation(winner, default, tuple(launch_ratios), ratio, math.nan, math.nan,
-                            False)
+                            False, unit)
     return Confirmation(winner, default, tuple(launch_ratios), ratio, low, high,
-                        winner != default and low > 1.0)
+                        winner != default and low > 1.0, unit)
 
 
 @dataclass(frozen=True)

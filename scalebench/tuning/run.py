@@ -89,6 +89,13 @@ class Cell:
         return knob_rules.in_launch(self.knobs)
 
     @property
+    def samples(self) -> str:
+        """What the confirmation's samples are, plural: launches timing both candidates, or
+        pairs of launches (one each) where the knobs are read only as the framework starts.
+        Every text that counts them says this, so a Horovod "8" is never read as 8 launches."""
+        return "launches" if self.in_launch else "pairs of launches"
+
+    @property
     def window_steps(self) -> int:
         """Timed steps of one window: the workload's iters, at least WINDOW_STEPS_MIN where
         every window follows a re-wrap (a launch of one candidate warms up once)."""
@@ -163,7 +170,8 @@ def check_budget(cells: Sequence[Cell], budget: float) -> None:
     if budget < need:
         raise UserError(f"budget: {duration(budget)} is too small for {len(cells)} cell"
                         f"{'s' if len(cells) != 1 else ''}: at least {duration(need)} (a race "
-                        f"launch and {CONFIRM_LAUNCHES} confirmation launches per cell)")
+                        f"launch and {CONFIRM_LAUNCHES} confirmation "
+                        f"{' or '.join(sorted({c.samples for c in cells}))} per cell)")
 
 
 class Tuner:
@@ -381,7 +389,7 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
         tuner.note(f"{cell.name}: no candidate ahead of the default ({result.stopped})")
         return finish(result, started)
     race_seconds = spent()
-    advice = confirm_advice(race, winner, race_seconds, round_cost(2))
+    advice = confirm_advice(race, winner, race_seconds, round_cost(2), cell.samples)
     if race_seconds + reserve() > budget * CONFIRM_OVERRUN:
         result.findings.append(
             f"{winner} led the race ({race.score(winner) * 100:+.1f}% on its paired slots) but "
@@ -420,12 +428,14 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
                 result.confirm_slots.append(values)
                 ratios.append(values[winner] / values[race.default])
     if ratios:
-        result.confirmation = confirm(winner, race.default, ratios)
+        result.confirmation = confirm(winner, race.default, ratios,
+                                      "paired launches" if cell.in_launch else cell.samples)
         if not result.confirmation.significant:
             advice = advice or confirmation_advice(winner, ratios, race_seconds,
-                                                   plan.seconds / plan.launches)
+                                                   plan.seconds / plan.launches, cell.samples)
             if advice:
-                result.findings.append(f"not confirmed over {len(ratios)} launches; {advice}")
+                result.findings.append(f"not confirmed over {len(ratios)} {cell.samples}; "
+                                       f"{advice}")
     else:
         result.findings.append(f"every confirmation launch of {winner} failed")
         result.confirmation = confirm(race.default, race.default, [1.0])
@@ -433,12 +443,13 @@ def race_cell(tuner: Tuner, cell: Cell, budget: float, into: list[CellResult]) -
     return finish(result, started)
 
 
-def confirm_advice(race: Race, winner: str, race_seconds: float, pair_seconds: float
-                   ) -> str | None:
-    """What it would take to confirm the race's pick: launches (of one paired slot each, as
-    the race's, `pair_seconds` each) for its lead under the additive model, from the spread of
-    one paired slot (pooled over every candidate's log ratios to the default, each about its
-    own mean), and the cell budget they need (None: nothing to say)."""
+def confirm_advice(race: Race, winner: str, race_seconds: float, pair_seconds: float,
+                   samples: str = "launches") -> str | None:
+    """What it would take to confirm the race's pick: confirmation `samples` (launches of one
+    paired slot each, as the race's, or pairs of launches; `pair_seconds` each) for its lead
+    under the additive model, from the spread of one paired slot (pooled over every
+    candidate's log ratios to the default, each about its own mean), and the cell budget they
+    need (None: nothing to say)."""
     predicted = race.predicted()
     if winner == race.default or winner not in predicted:
         return None
@@ -447,11 +458,11 @@ def confirm_advice(race: Race, winner: str, race_seconds: float, pair_seconds: f
     if lead <= 0 or spread is None:
         return None
     return launches_advice(f"{winner}'s lead", lead, spread, "a slot", race_seconds,
-                           pair_seconds)
+                           pair_seconds, samples)
 
 
 def confirmation_advice(winner: str, ratios: Sequence[float], race_seconds: float,
-                        launch_seconds: float) -> str | None:
+                        launch_seconds: float, samples: str = "launches") -> str | None:
     """The same, from an unconfirmed confirmation's own launches where the race had no spread
     to offer (one slot each, as a Horovod race at a small budget): its measured gain against
     the spread of its launch ratios."""
@@ -461,20 +472,21 @@ def confirmation_advice(winner: str, ratios: Sequence[float], race_seconds: floa
     lead, spread = statistics.fmean(logs), statistics.stdev(logs)
     if lead <= 0 or not spread > 0:
         return None
-    return launches_advice(f"{winner}'s measured gain", lead, spread, "a confirmation launch",
-                           race_seconds, launch_seconds)
+    unit = "a confirmation launch" if samples == "launches" else "a confirmation pair"
+    return launches_advice(f"{winner}'s measured gain", lead, spread, unit, race_seconds,
+                           launch_seconds, samples)
 
 
 def launches_advice(what: str, lead: float, spread: float, unit: str, before: float,
-                    launch_seconds: float) -> str:
+                    launch_seconds: float, samples: str = "launches") -> str:
     n = launches_to_confirm(lead, spread, 1)
     if n is None:
         return (f"{what} ({math.expm1(lead) * 100:+.1f}%) is too small for this cell's noise "
-                f"({unit} spreads by {spread * 100:.1f}%) to confirm in 100 launches")
+                f"({unit} spreads by {spread * 100:.1f}%) to confirm in 100 {samples}")
     n = max(n, CONFIRM_LAUNCHES)
     return (f"confirming {what} ({math.expm1(lead) * 100:+.1f}%) against this cell's noise "
             f"({unit} spreads by {spread * 100:.1f}%) takes at least {n} confirmation "
-            f"launches: a cell budget of about {duration(before + n * launch_seconds)}")
+            f"{samples}: a cell budget of about {duration(before + n * launch_seconds)}")
 
 
 def pooled_spread(race: Race) -> float | None:
