@@ -191,11 +191,12 @@ class Sweep:
 
 
 # The shared real sweeps: three models at 1 and 2 workers, the default grouped launch (one
-# launcher per worker count), breakdown windows on, three trials (the grouped-vs-isolated test
-# compares these runs with isolated twins). One step per window: VGG-16 on its one synthetic
+# launcher per worker count), breakdown windows on, three trials (the breakdown's no-sync
+# windows are the first three). One step per window: VGG-16 on its one synthetic
 # batch diverges after about 5 steps at these sizes (loss 4e4 after 5, NaN after 7), and a
 # diverged run has no weights to compare across ranks.
-# These run alone (serial), with the default thread policy: max(1, cores // workers).
+# These run alone (serial: the breakdown checks compare timings), with the default thread
+# policy: max(1, cores // workers).
 SHARED = {**{k: v for k, v in TINY.items() if k != "threads_per_worker"}, "trials": 3}
 SHARED_MODELS = "resnet101,inception_v3,vgg16"
 
@@ -220,14 +221,14 @@ def _shared_sweep(tmp_path_factory, framework: str, *extra: str) -> Sweep:
 @pytest.fixture(scope="session")
 def ddp_sweep(tmp_path_factory) -> Sweep:
     """One real DDP sweep shared by every test that only reads what it wrote (all models, the
-    breakdown report, the grouped side of grouped vs isolated), with --with-allreduce, so that
-    its report also has the link share and the extrapolation check."""
+    breakdown report), with --with-allreduce, so that its report also has the link share and
+    the extrapolation check."""
     return _shared_sweep(tmp_path_factory, "ddp", "--with-allreduce")
 
 
 @pytest.fixture(scope="session")
 def horovod_sweep(tmp_path_factory) -> Sweep:
-    """One real Horovod sweep shared by the all-models test and grouped vs isolated."""
+    """One real Horovod sweep, the all-models test's (its breakdown checked too)."""
     return _shared_sweep(tmp_path_factory, "horovod")
 
 
