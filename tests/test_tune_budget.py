@@ -102,3 +102,33 @@ def test_a_budget_beyond_the_most_confirmation_goes_on_racing(clock):
     assert phases.count("confirm") == 2 * tune_run.CONFIRM_MAX
     assert result.seconds <= budget
     assert result.confirmation.significant and "cycle_time_ms=25" in result.winner
+
+
+class LaunchNoiseTuner(SimulatedTuner):
+    """Confirmation launches whose ratio moves from launch to launch (a whole launch of the
+    winner faster or slower) far beyond the race's window noise."""
+
+    def launch(self, cell, result, candidates, rounds, phase, options=None):
+        record = super().launch(cell, result, candidates, rounds, phase, options)
+        if phase == "confirm" and any(c.name in self.gain for c in candidates):
+            factor = math.exp(self.noise.gauss(0, 0.10))
+            for name, values in record["candidate_images_per_sec"].items():
+                if name in self.gain:
+                    record["candidate_images_per_sec"][name] = [v * factor for v in values]
+        return record
+
+
+def test_an_unconfirmed_pick_asks_for_what_its_own_confirmation_measured(clock):
+    """The advice after a failed confirmation rests on the confirmation's own launches: the
+    race's slots (3% noise) would ask for the least confirmation, which just failed."""
+    launch = FIXED + tune_run.ROUNDS_PER_LAUNCH * WINDOW
+    cell = horovod_cell()
+    names = [c.name for c in knob_rules.candidates(cell.knobs)]
+    best = next(n for n in names if "cycle_time_ms=25" in n and "fusion_threshold_mb=0" in n)
+    budget = 4 * len(names) * launch + tune_run.CONFIRM_MAX * 2 * launch
+    result = tune_run.race_cell(LaunchNoiseTuner(clock, {best: 1.05}, seed=3), cell, budget, [])
+    assert result.winner == result.race.default  # 8 pairs spreading by ~10% do not confirm 5%
+    [finding] = [f for f in result.findings if f.startswith("not confirmed over 8 pairs")]
+    assert "measured gain" in finding and "a confirmation pair spreads by" in finding
+    asked = int(finding.split("takes at least ")[1].split()[0])
+    assert asked > tune_run.CONFIRM_MAX, finding
