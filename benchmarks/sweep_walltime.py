@@ -127,7 +127,7 @@ def account(records: list[dict], wall: float) -> Account:
             startup += max(0.0, float(r["startup_seconds"]) - before_first_window(r))
     launches = sum(1 for r in records if r["status"] != "skipped" and first_in_launch(r))
     measured = {configuration(r): float(r["images_per_sec"]) for r in ok
-                if r["kind"] == "train"}
+                if r.get("kind", "train") == "train" and r.get("images_per_sec")}
     return Account(wall, sum(timed_seconds(r) for r in ok), work, startup, launches, len(ok),
                    len(records), measured)
 

@@ -130,42 +130,6 @@ def test_sweep_walltime_smoke(tmp_path):
     assert measured > 0 and "    ddp resnet101 1 fp32: grouped " in out
 
 
-def load_benchmark(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_grouped_vs_isolated_images_per_sec_fail_only_on_a_shift_both_significant_and_large():
-    """The benchmark's judgement of 'grouping measures alike' on fabricated sweeps: 8
-    configurations, noise like this machine's launches (a few %, one outlier), a shared
-    shift of a whole sweep."""
-    import random
-
-    walltime = load_benchmark("sweep_walltime")
-    keys = [(f, m, w, "fp32") for f in ("ddp", "horovod") for m in ("resnet101", "vgg16")
-            for w in (1, 2)]
-
-    def accounts(factor: float, seed: int) -> list:
-        rng = random.Random(seed)
-        rates = {k: 10.0 * factor * rng.lognormvariate(0, 0.03) for k in keys}
-        rates[keys[3]] *= 1.25  # one heavy-tailed launch
-        return [walltime.Account(1.0, 0.5, 0.5, 0.1, 2, 8, 8, rates)]
-
-    alike = walltime.measured_alike(accounts(1.0, 1), accounts(1.0, 2))
-    assert alike[1] is True and "measured alike" in alike[0]
-    # every grouped run 5% slower: consistent (p < 0.01) but within the 10% the goal allows
-    small = walltime.measured_alike(accounts(0.95, 1), accounts(1.0, 1))
-    assert small[1] is True
-    moved = walltime.measured_alike(accounts(0.8, 1), accounts(1.0, 1))
-    assert moved[1] is False and "grouping moves the numbers" in moved[0]
-    few = walltime.measured_alike(accounts(0.8, 1)[:1], [walltime.Account(
-        1.0, 0.5, 0.5, 0.1, 2, 1, 1, {keys[0]: 10.0})])
-    assert few[1] is None and "too few configurations" in few[0]
-
-
 @pytest.mark.slow
 def test_vet_accuracy_smoke():
     """A private 3-node Slurm cluster, one vetting without a fault and one with sb1 slowed;

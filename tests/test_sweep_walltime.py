@@ -47,3 +47,30 @@ def test_launch_overhead_that_meets_a_ratio():
     assert (grouped.work + needed) / (isolated.work + 3 * needed) == pytest.approx(0.5)
     # a ratio below launches_g / launches_i cannot be reached at any launch cost
     assert walltime.launch_overhead_for(0.3, grouped, isolated) == float("inf")
+
+
+def test_grouped_vs_isolated_images_per_sec_fail_only_on_a_shift_both_significant_and_large():
+    """The benchmark's judgement of 'grouping measures alike' on fabricated sweeps: 8
+    configurations, noise like this machine's launches (a few %, one outlier), a shared
+    shift of a whole sweep."""
+    import random
+
+    keys = [(f, m, w, "fp32") for f in ("ddp", "horovod") for m in ("resnet101", "vgg16")
+            for w in (1, 2)]
+
+    def accounts(factor: float, seed: int) -> list:
+        rng = random.Random(seed)
+        rates = {k: 10.0 * factor * rng.lognormvariate(0, 0.03) for k in keys}
+        rates[keys[3]] *= 1.25  # one heavy-tailed launch
+        return [walltime.Account(1.0, 0.5, 0.5, 0.1, 2, 8, 8, rates)]
+
+    alike = walltime.measured_alike(accounts(1.0, 1), accounts(1.0, 2))
+    assert alike[1] is True and "measured alike" in alike[0]
+    # every grouped run 5% slower: consistent (p < 0.01) but within the 10% the goal allows
+    small = walltime.measured_alike(accounts(0.95, 1), accounts(1.0, 1))
+    assert small[1] is True
+    moved = walltime.measured_alike(accounts(0.8, 1), accounts(1.0, 1))
+    assert moved[1] is False and "grouping moves the numbers" in moved[0]
+    few = walltime.measured_alike(accounts(0.8, 1)[:1], [walltime.Account(
+        1.0, 0.5, 0.5, 0.1, 2, 1, 1, {keys[0]: 10.0})])
+    assert few[1] is None and "too few configurations" in few[0]
