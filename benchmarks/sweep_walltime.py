@@ -50,7 +50,7 @@ from pathlib import Path
 
 from scalebench.running.progress import Progress
 from scalebench.running.sweep import run_sweep
-from scalebench.spec import config
+from scalebench.spec import config, identity
 
 GOAL_RATIO = 0.65
 GOAL_TIMED_SHARE = 0.50
@@ -100,7 +100,7 @@ class Account:
     launches: int
     ok: int
     runs: int
-    images_per_sec: dict[tuple, float]  # configuration -> its measured images/s (ok runs)
+    images_per_sec: dict[tuple, float]  # identity.config_key -> its images/s (ok runs)
 
     @property
     def per_launch_overhead(self) -> float:
@@ -126,14 +126,10 @@ def account(records: list[dict], wall: float) -> Account:
         if first_in_launch(r) and r.get("startup_seconds") is not None:
             startup += max(0.0, float(r["startup_seconds"]) - before_first_window(r))
     launches = sum(1 for r in records if r["status"] != "skipped" and first_in_launch(r))
-    measured = {configuration(r): float(r["images_per_sec"]) for r in ok
+    measured = {identity.config_key(r): float(r["images_per_sec"]) for r in ok
                 if r.get("kind", "train") == "train" and r.get("images_per_sec")}
     return Account(wall, sum(timed_seconds(r) for r in ok), work, startup, launches, len(ok),
                    len(records), measured)
-
-
-def configuration(record: dict) -> tuple:
-    return (record["framework"], record["model"], record["world_size"], record["precision"])
 
 
 def measured_alike(grouped: list[Account], isolated: list[Account]) -> tuple[str, bool | None]:
@@ -146,15 +142,16 @@ def measured_alike(grouped: list[Account], isolated: list[Account]) -> tuple[str
         values = [a.images_per_sec[key] for a in accounts if key in a.images_per_sec]
         return math.exp(statistics.fmean(map(math.log, values))) if values else None
 
-    keys = sorted({k for a in grouped + isolated for k in a.images_per_sec})
+    keys = list(dict.fromkeys(k for a in grouped + isolated for k in a.images_per_sec))
     logs, lines = [], []
     for key in keys:
         g, i = geomean(grouped, key), geomean(isolated, key)
         if g is None or i is None:
             continue
         logs.append(math.log(g / i))
-        lines.append(f"    {' '.join(map(str, key))}: grouped {g:.2f}, isolated {i:.2f} images/s, "
-                     f"ratio {g / i:.3f}")
+        c = identity.key_dict(key)
+        lines.append(f"    {c['framework']} {c['model']} {c['world_size']} {c['precision']}: "
+                     f"grouped {g:.2f}, isolated {i:.2f} images/s, ratio {g / i:.3f}")
     if not logs:
         return "  grouped vs isolated images/s: no configuration measured in both", None
     shift = math.exp(statistics.fmean(logs))

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from scalebench.spec import identity
+
 PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "sweep_walltime.py"
 SPEC = importlib.util.spec_from_file_location("sweep_walltime", PATH)
 walltime = importlib.util.module_from_spec(SPEC)
@@ -55,8 +57,9 @@ def test_grouped_vs_isolated_images_per_sec_fail_only_on_a_shift_both_significan
     shift of a whole sweep."""
     import random
 
-    keys = [(f, m, w, "fp32") for f in ("ddp", "horovod") for m in ("resnet101", "vgg16")
-            for w in (1, 2)]
+    keys = [identity.config_key({"framework": f, "model": m, "world_size": w,
+                                 "precision": "fp32"})
+            for f in ("ddp", "horovod") for m in ("resnet101", "vgg16") for w in (1, 2)]
 
     def accounts(factor: float, seed: int) -> list:
         rng = random.Random(seed)
