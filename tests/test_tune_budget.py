@@ -65,12 +65,15 @@ def clock(monkeypatch) -> Clock:
     return clock
 
 
-def race(clock: Clock, budget: float) -> tune_run.CellResult:
+def race(clock: Clock, budget: float, gain: float = 1.10, tuner: type | None = None,
+         seed: int = 1) -> tune_run.CellResult:
+    """race_cell on the Horovod VGG-16 cell whose fusion 0 MB / cycle 25 ms runs `gain` x the
+    others, launched by `tuner` (SimulatedTuner by default)."""
     cell = horovod_cell()
     names = [c.name for c in knob_rules.candidates(cell.knobs)]
     best = next(n for n in names if "cycle_time_ms=25" in n and "fusion_threshold_mb=0" in n)
-    tuner = SimulatedTuner(clock, {best: 1.10})
-    return tune_run.race_cell(tuner, cell, budget, [])
+    launcher = (tuner or SimulatedTuner)(clock, {best: gain}, seed=seed)
+    return tune_run.race_cell(launcher, cell, budget, [])
 
 
 @pytest.mark.parametrize("pairs", [3, 5, 8])
@@ -122,11 +125,9 @@ def test_an_unconfirmed_pick_asks_for_what_its_own_confirmation_measured(clock):
     """The advice after a failed confirmation rests on the confirmation's own launches: the
     race's slots (3% noise) would ask for the least confirmation, which just failed."""
     launch = FIXED + tune_run.ROUNDS_PER_LAUNCH * WINDOW
-    cell = horovod_cell()
-    names = [c.name for c in knob_rules.candidates(cell.knobs)]
-    best = next(n for n in names if "cycle_time_ms=25" in n and "fusion_threshold_mb=0" in n)
-    budget = 4 * len(names) * launch + tune_run.CONFIRM_MAX * 2 * launch
-    result = tune_run.race_cell(LaunchNoiseTuner(clock, {best: 1.05}, seed=3), cell, budget, [])
+    candidates = len(knob_rules.candidates(horovod_cell().knobs))
+    budget = 4 * candidates * launch + tune_run.CONFIRM_MAX * 2 * launch
+    result = race(clock, budget, gain=1.05, tuner=LaunchNoiseTuner, seed=3)
     assert result.winner == result.race.default  # 8 pairs spreading by ~10% do not confirm 5%
     [finding] = [f for f in result.findings if f.startswith("not confirmed over 8 pairs")]
     assert "measured gain" in finding and "a confirmation pair spreads by" in finding
