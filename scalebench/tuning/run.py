@@ -466,9 +466,9 @@ def confirm_advice(race: Race, winner: str, race_seconds: float, pair_seconds: f
 
 def confirmation_advice(winner: str, ratios: Sequence[float], race_seconds: float,
                         launch_seconds: float, samples: str = "launches") -> str | None:
-    """The same, from an unconfirmed confirmation's own launches where the race had no spread
-    to offer (one slot each, as a Horovod race at a small budget): its measured gain against
-    the spread of its launch ratios."""
+    """The same, from an unconfirmed confirmation's own launches (preferred to the race's
+    slots wherever there are two: they hold the launch-to-launch spread): its measured gain
+    against the spread of its launch ratios."""
     if len(ratios) < 2:
         return None
     logs = [math.log(r) for r in ratios]
