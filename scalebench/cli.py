@@ -13,8 +13,8 @@ import sys
 from scalebench import __version__
 from scalebench.spec.errors import UserError
 
-COMMANDS = ["sweep", "report", "list", "env", "allreduce", "predict", "compare", "history",
-            "slurm-script", "vet", "tune"]
+COMMANDS = ["sweep", "report", "list", "env", "allreduce", "predict", "compare", "gate",
+            "history", "slurm-script", "vet", "tune", "k8s"]
 
 
 class Parser(argparse.ArgumentParser):

@@ -41,6 +41,10 @@ RULES: list[tuple[tuple[str, ...], tuple[str, ...], str]] = [
      "running, analysis, tracking or the report"),
     (("scalebench.frameworks", "scalebench.tasks"), ("scalebench.running",),
      "tasks and frameworks never import the sweep's runner"),
+    (("scalebench.frameworks", "scalebench.tasks", "scalebench.worker", "scalebench.models",
+      "scalebench.analysis", "scalebench.tracking"), ("scalebench.k8s",),
+     "frameworks, tasks, the worker side, analysis and tracking stay unaware of Kubernetes "
+     "(k8s renders a sweep into operators' jobs; the pods get only the operators' environment)"),
 ]
 EXEMPT = {("scalebench.__main__", "scalebench.cli"), ("scalebench.cli", "scalebench.commands")}
 
@@ -232,7 +236,7 @@ def layout_packages() -> set[str]:
     section = text.split("## Layout", 1)[1].split("\n## ", 1)[0]
     names, parents = set(), {}
     for line in section.splitlines():
-        m = re.match(r"^( *)([a-z_]+)/", line)
+        m = re.match(r"^( *)([a-z][a-z0-9_]*)/", line)
         if not m:
             continue
         depth = len(m[1])
