@@ -1,9 +1,13 @@
-"""scalebench history add RESULTS... --store FILE | history plot --store FILE --out DIR
-| history detect --store FILE [--metric ...] [--alpha] [--min-magnitude PCT] [--last K]
-[--markdown FILE]
+"""scalebench history add RESULTS... --store STORE [--branch B] | history plot --store STORE
+--out DIR | history detect --store STORE [--metric ...] [--alpha] [--min-magnitude PCT]
+[--last K] [--markdown FILE] | history prune --store STORE --keep-days N | --keep-points N
+
+STORE is a JSONL file or git:REPO#BRANCH (tracking/store.py).
 
 detect's exit codes: 0 no new regression, 1 a regression (a step or a gradual change) that ends
 among the last K points, 2 bad input (UserError).
+add's exit codes: 0 every record added, 2 an invalid record (records.validity; each named with
+file, line and reason, the valid rows added all the same) or bad input.
 """
 
 from __future__ import annotations
@@ -15,7 +19,15 @@ from pathlib import Path
 from scalebench.commands.compare import write_markdown
 from scalebench.records import results
 from scalebench.spec.errors import UserError
-from scalebench.tracking import changepoints, history, history_changes
+from scalebench.tracking import branch, changepoints, history, history_changes, prune, store
+
+STORE_HELP = "history store written by `history add`: a JSONL file or git:REPO#BRANCH"
+
+
+def _push_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--push-timeout", type=float, default=store.PUSH_TIMEOUT,
+                   help="seconds a git store retries a rejected push before it gives up, "
+                   f"keeping the rows for the next add (default {store.PUSH_TIMEOUT:g})")
 
 
 def _detect_options(p: argparse.ArgumentParser) -> None:
@@ -36,14 +48,18 @@ def register(sub) -> None:
     actions = p.add_subparsers(dest="action", required=True, parser_class=type(p))
     a = actions.add_parser("add", help="append the runs of results files to a history store")
     a.add_argument("inputs", nargs="+", help="results.jsonl files or sweep output folders")
-    a.add_argument("--store", required=True, help="history store (JSONL; created if missing)")
+    a.add_argument("--store", required=True, help="history store: a JSONL file (created if "
+                   "missing) or git:REPO#BRANCH (the branch created on first add)")
     a.add_argument("--commit", help="git commit the runs measured (default: the one each run "
                    "recorded)")
+    a.add_argument("--branch", help="branch the runs measured (default: the CI's branch "
+                   "variable, else the current git branch; rows without one count for any)")
+    _push_option(a)
     a.set_defaults(run=run_add)
     d = actions.add_parser("detect", help="changes (steps and gradual changes) per "
                            "configuration, with the commit range of each (exit 1 on a new "
                            "regression)")
-    d.add_argument("--store", required=True, help="history store written by `history add`")
+    d.add_argument("--store", required=True, help=STORE_HELP)
     d.add_argument("--metric", default="throughput,efficiency",
                    help="comma list: throughput,efficiency (default both)")
     _detect_options(d)
@@ -52,7 +68,7 @@ def register(sub) -> None:
     d.set_defaults(run=run_detect)
     q = actions.add_parser("plot", help="trend figures per configuration with their change "
                            "points, and history.html")
-    q.add_argument("--store", required=True, help="history store written by `history add`")
+    q.add_argument("--store", required=True, help=STORE_HELP)
     q.add_argument("--out", required=True, help="output folder for history-<metric>.png and "
                    "history.html")
     _detect_options(q)
@@ -62,24 +78,66 @@ def register(sub) -> None:
     q.add_argument("--threshold", type=float, default=5.0,
                    help="percent, as in compare, for --point-to-point (default 5)")
     q.set_defaults(run=run_plot)
+    r = actions.add_parser("prune", help="bound a history store: keep the last N sweeps of each "
+                           "configuration and/or every row of the last N days")
+    r.add_argument("--store", required=True, help=STORE_HELP)
+    r.add_argument("--keep-days", type=float, help="keep every run row measured in the last N "
+                   "days")
+    r.add_argument("--keep-points", type=int, help="keep the last N sweeps of each "
+                   "configuration line")
+    r.add_argument("--dry-run", action="store_true", help="say what it would remove, remove "
+                   "nothing")
+    _push_option(r)
+    r.set_defaults(run=run_prune)
 
 
 def run_add(args: argparse.Namespace) -> int:
     paths = results.resolve_inputs(args.inputs)
-    records, problems = results.load(paths)
-    for problem in problems:
-        print(f"warning: {problem}", file=sys.stderr)
+    records, invalid = results.load(paths)
+    for item in invalid:  # a broken measurement, named; the valid rows are still added
+        print(f"error: {item}", file=sys.stderr)
     if not any(r.get("kind") == "train" for r in records):
-        raise UserError(f"no valid run record in {', '.join(str(p) for p in paths)}")
-    added, present = history.add(Path(args.store), records, args.commit,
-                                 source=", ".join(str(p) for p in paths))
+        raise UserError(f"no valid run record in {', '.join(str(p) for p in paths)}"
+                        + (f" ({len(invalid)} invalid, named above)" if invalid else ""))
+    added, present = history.add(_writable(args), records,
+                                 args.commit, source=", ".join(str(p) for p in paths),
+                                 branch=branch.measured_branch(args.branch))
     print(f"added {added} run{'s' if added != 1 else ''} to {args.store}"
           + (f" ({present} already there)" if present else ""))
+    if invalid:
+        print(f"scalebench history add: error: {len(invalid)} invalid record"
+              f"{'s' if len(invalid) != 1 else ''} not added (named above); exit 2",
+              file=sys.stderr)
+        return 2
     return 0
 
 
-def _load(store: str) -> list[dict]:
-    rows, problems = history.load_store(Path(store))
+def _writable(args: argparse.Namespace) -> store.Store:
+    if not args.push_timeout > 0:
+        raise UserError(f"--push-timeout {args.push_timeout:g}: give a positive number of seconds")
+    return store.open_store(args.store, args.push_timeout)
+
+
+def run_prune(args: argparse.Namespace) -> int:
+    prune.check(args.keep_days, args.keep_points)
+    target = _writable(args)
+    entries, problems = target.entries()
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    plan = prune.plan(entries, args.keep_days, args.keep_points)
+    if args.dry_run or not (plan.removed or plan.removed_accepted):
+        print(f"{'would remove' if args.dry_run else 'removed'} {plan.summary()} from "
+              f"{args.store}; {len(plan.keep)} of {len(entries)} entries stay")
+        return 0
+    target.rewrite(plan.keep, f"prune: {plan.summary()}")
+    print(f"removed {plan.summary()} from {args.store}; {len(plan.keep)} of {len(entries)} "
+          "entries stay")
+    return 0
+
+
+def _load(text: str) -> list[dict]:
+    """The run rows of the store `--store TEXT` names (accepted changes left out)."""
+    rows, problems = history.load_store(store.open_store(text))
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
     return rows

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -33,12 +32,9 @@ from scalebench.analysis import aggregate, compare, stats
 from scalebench.hardware import topology
 from scalebench.spec import identity
 from scalebench.spec.errors import UserError
+from scalebench.tracking import store, store_file
 
-# Rows that add `step_options`, `options`, `global_batch`, `tf32`, the launch fields,
-# `efficiency_samples`, `sweep_id`, `faults` and `warnings` are still version 1: older rows
-# without them read as single launches with the framework's default options, no faults and no
-# warnings, grouped into sweeps by their launch fields (sweep_groups).
-HISTORY_VERSION = 1
+HISTORY_VERSION = store.HISTORY_VERSION  # the format and its history: tracking/store.py
 METRICS = compare.METRICS
 
 
@@ -87,8 +83,10 @@ def _efficiency(record: dict, runs: compare.RunIndex) -> dict:
             "trial_efficiency": stats.efficiency_samples(trials, record["world_size"], base_mean)}
 
 
-def rows_from_records(records: list[dict], commit: str | None = None, source: str = "") -> list[dict]:
-    """One history row per train record; efficiency is taken within the same results set."""
+def rows_from_records(records: list[dict], commit: str | None = None, source: str = "",
+                      branch: str | None = None) -> list[dict]:
+    """One history row per train record; efficiency is taken within the same results set.
+    branch: the branch the sweep measured (None: it counts for any branch)."""
     runs = compare.index_runs(records)
     added_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     rows = []
@@ -103,6 +101,7 @@ def rows_from_records(records: list[dict], commit: str | None = None, source: st
             "added_at": added_at,
             "timestamp": r.get("timestamp"),
             "commit": commit or env.get("git_commit"),
+            "branch": branch,
             "source": source,
             "run_id": r.get("run_id"),
             **identity.key_dict(key),
@@ -125,49 +124,37 @@ def rows_from_records(records: list[dict], commit: str | None = None, source: st
     return rows
 
 
-def load_store(path: Path) -> tuple[list[dict], list[str]]:
-    """Rows of the store; unknown format versions are refused, malformed lines reported."""
-    if not path.is_file():
-        raise UserError(f"history store {str(path)!r} does not exist; create it with "
-                        "`scalebench history add RESULTS --store FILE`")
-    rows, problems = [], []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problems.append(f"{path}:{number}: skipped: malformed JSON ({exc.msg})")
-                continue
-            if not isinstance(row, dict) or "history_version" not in row:
-                problems.append(f"{path}:{number}: skipped: not a history row")
-                continue
-            if row["history_version"] != HISTORY_VERSION:
-                raise UserError(
-                    f"history store {str(path)!r} line {number} has history_version "
-                    f"{row['history_version']!r}; this scalebench reads version {HISTORY_VERSION}: "
-                    "use the scalebench that wrote it, or start a new store")
-            rows.append(row)
-    return rows, problems
+ACCEPTED = "accepted"  # the kind of an accepted-change entry (history accept): not a run
 
 
-def add(store: Path, records: list[dict], commit: str | None = None, source: str = ""
-        ) -> tuple[int, int]:
-    """Append rows for records not yet in the store. Returns (added, already there)."""
-    existing: set[str] = set()
-    if store.is_file():
-        rows, _ = load_store(store)
-        existing = {r.get("id") for r in rows}
-    new = rows_from_records(records, commit, source)
-    fresh = [r for r in new if r["id"] not in existing]
-    store.parent.mkdir(parents=True, exist_ok=True)
-    with open(store, "a", encoding="utf-8") as fh:
-        for r in fresh:
-            fh.write(json.dumps(r, allow_nan=False, default=str) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    return len(fresh), len(new) - len(fresh)
+def split_entries(entries: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(run rows, accepted-change entries) of a store's entries, each in store order."""
+    accepted = [e for e in entries if e.get("kind") == ACCEPTED]
+    return [e for e in entries if e.get("kind") != ACCEPTED], accepted
+
+
+def load_store(path: Path | store.Store) -> tuple[list[dict], list[str]]:
+    """Run rows of the store (accepted-change entries left out); unknown format versions are
+    refused, malformed lines reported."""
+    where = store_file.FileStore(path) if isinstance(path, Path) else path
+    entries, problems = where.entries()
+    return split_entries(entries)[0], problems
+
+
+def add(where: Path | store.Store, records: list[dict], commit: str | None = None,
+        source: str = "", branch: str | None = None) -> tuple[int, int]:
+    """Add rows for records not yet in the store (by row id). Returns (added, already there)."""
+    target = store_file.FileStore(where) if isinstance(where, Path) else where
+    rows = rows_from_records(records, commit, source, branch)
+    return target.add_entries(rows, add_message(rows))
+
+
+def add_message(rows: list[dict]) -> str:
+    """A git store's commit message for added rows: the sweeps and the commits they measured."""
+    sweeps = sorted({str(r["sweep_id"]) for r in rows if r.get("sweep_id")})
+    commits = sorted({str(r["commit"]) for r in rows if r.get("commit")})
+    return (f"history add: {len(rows)} run{'s' if len(rows) != 1 else ''}; "
+            f"sweep {', '.join(sweeps) or 'unknown'}; commit {', '.join(commits) or 'unknown'}")
 
 
 # ---------------------------------------------------------------- trends
@@ -202,6 +189,11 @@ def _when(row: dict) -> datetime:
         except (TypeError, ValueError):
             continue
     return datetime.fromtimestamp(0).astimezone()
+
+
+def row_time(row: dict) -> datetime:
+    """When a row was measured: its timestamp, else when it was added (epoch without either)."""
+    return _when(row)
 
 
 def panel_key(row: dict) -> tuple:

@@ -1,0 +1,92 @@
+"""`history prune`: which entries a bounded store keeps (pure; the store applies the plan).
+
+--keep-points N keeps the last N sweeps of every configuration line (history.sweep_groups of
+each panel x line); --keep-days N keeps every run row measured within the last N days (its
+timestamp, else when it was added). Given both, a row stays when either keeps it. An accepted
+change stays while its range still touches a kept row: a kept row measured one of its two
+commits, or measured between them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from scalebench.spec.errors import UserError
+from scalebench.tracking import history
+
+
+@dataclass(frozen=True)
+class Plan:
+    keep: list[dict]  # every entry that stays, in store order
+    removed: list[dict]  # run rows that go
+    removed_accepted: list[dict]  # accepted changes that go
+
+    def summary(self) -> str:
+        """What the prune removes, in words (counts, dates and sweeps)."""
+        runs = len(self.removed)
+        if not runs and not self.removed_accepted:
+            return "nothing to remove"
+        text = f"{runs} run row{'s' if runs != 1 else ''}"
+        if runs:
+            whens = sorted(history.row_time(r) for r in self.removed)
+            sweeps = {r.get("sweep_id") or f"commit {r.get('commit')}" for r in self.removed}
+            text += (f" measured {whens[0]:%Y-%m-%d} to {whens[-1]:%Y-%m-%d}, from "
+                     f"{len(sweeps)} sweep{'s' if len(sweeps) != 1 else ''}")
+        if self.removed_accepted:
+            text += f", and {len(self.removed_accepted)} accepted change(s) no kept row touches"
+        return text
+
+
+def check(keep_days: float | None, keep_points: int | None) -> None:
+    if keep_days is None and keep_points is None:
+        raise UserError("history prune: give --keep-days N (rows newer than N days) or "
+                        "--keep-points N (the last N sweeps of each configuration)")
+    if keep_days is not None and not keep_days > 0:
+        raise UserError(f"--keep-days {keep_days:g}: give a positive number of days")
+    if keep_points is not None and keep_points < 1:
+        raise UserError(f"--keep-points {keep_points}: give a whole number of sweeps, 1 or more")
+
+
+def plan(entries: list[dict], keep_days: float | None = None, keep_points: int | None = None,
+         now: datetime | None = None) -> Plan:
+    check(keep_days, keep_points)
+    rows, accepted = history.split_entries(entries)
+    kept: set[int] = set()
+    if keep_days is not None:
+        since = (now or datetime.now().astimezone()) - timedelta(days=keep_days)
+        kept |= {id(r) for r in rows if history.row_time(r) >= since}
+    if keep_points is not None:
+        lines: dict[tuple, list[dict]] = {}
+        for r in rows:
+            lines.setdefault((history.panel_key(r), history.line_key(r)), []).append(r)
+        for members in lines.values():
+            sweeps = sorted(history.sweep_groups(members),
+                            key=lambda g: min(history.row_time(r) for r in g))
+            kept |= {id(r) for g in sweeps[-keep_points:] for r in g}
+    staying = [r for r in rows if id(r) in kept]
+    touched = _touching(accepted, rows, staying)
+    return Plan(keep=[e for e in entries if id(e) in kept or id(e) in touched],
+                removed=[r for r in rows if id(r) not in kept],
+                removed_accepted=[a for a in accepted if id(a) not in touched])
+
+
+def _touching(accepted: list[dict], rows: list[dict], staying: list[dict]) -> set[int]:
+    """ids (id()) of the accepted entries whose range touches a kept row; an entry whose
+    commits the store never measured is kept too (nothing says it is stale)."""
+    first: dict[str, datetime] = {}
+    for r in rows:
+        if r.get("commit"):
+            when = history.row_time(r)
+            first[r["commit"]] = min(first.get(r["commit"], when), when)
+    out = set()
+    for a in accepted:
+        ends = [first.get(a.get("from")), first.get(a.get("to"))]
+        if any(t is None for t in ends):
+            out.add(id(a))
+            continue
+        low, high = min(ends), max(ends)
+        if any(r.get("commit") in (a.get("from"), a.get("to")) or low <= history.row_time(r) <= high
+               for r in staying):
+            out.add(id(a))
+    return out
