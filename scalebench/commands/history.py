@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from scalebench.commands import history_export
 from scalebench.commands.compare import write_markdown
 from scalebench.records import results
 from scalebench.spec.errors import UserError
@@ -89,6 +90,7 @@ def register(sub) -> None:
                    "nothing")
     _push_option(r)
     r.set_defaults(run=run_prune)
+    history_export.register(actions, STORE_HELP, _load)
 
 
 def run_add(args: argparse.Namespace) -> int:
