@@ -4,7 +4,7 @@ VENV ?= $(or $(SCALEBENCH_VENV),.venv)
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup sweep test test-quick lint horovod bench clean
+.PHONY: setup sweep test test-quick lint horovod bench clean gpu-rehearsal
 
 setup:
 	@bash scripts/setup.sh $(VENV)
@@ -29,6 +29,10 @@ bench: setup
 	$(PY) benchmarks/harness_overhead.py
 	$(PY) benchmarks/horovod_overhead.py
 	$(PY) benchmarks/ray_vs_ddp.py
+
+# The GPU visit rehearsed on this machine (downloads several GB; not part of `make test`).
+gpu-rehearsal:
+	bash scripts/gpu-rehearsal.sh $(or $(REHEARSAL_WORK),$(or $(TMPDIR),/tmp)/scalebench-rehearsal)
 
 clean:
 	rm -rf results/default results/allreduce .pytest_cache

@@ -1,25 +1,41 @@
 #!/usr/bin/env bash
-# The first check of scalebench on a GPU machine without network, in about 6 minutes:
+# The first check of scalebench on a GPU machine without network, as two commands, each within
+# a 10-minute limit:
 #
+#   scripts/gpu-check.sh BUNDLE --install-only [--horovod-box SECONDS]      (1 and 2, ~4-6 min)
 #   scripts/gpu-check.sh BUNDLE OUT [--device cuda|cpu] [--budget SECONDS] [--horovod-box SECONDS]
-#   scripts/gpu-check.sh BUNDLE --install-only
+#                                                                          (1 to 3, ~6 min)
 #
 # BUNDLE is what scripts/gpu-bundle.sh prepared (where the package index is reachable). With
 # nothing but python3 and the bundle, this
 #   1. installs the bundle's wheels offline (pip --no-index) into a private environment that sees
 #      the machine's own packages (torch, torchvision, numpy, ...) but never changes them;
 #   2. builds Horovod 0.28.1 from the bundle's source with NCCL for the GPU's compute capability
-#      (scripts/install_horovod.sh; a built wheel is cached and reused) within a time box: if the
-#      box runs out or the build fails, Horovod's steps are skipped and the summary says why;
+#      (scripts/install_horovod.sh, make -j<all cores>; the built wheel is cached) within a time
+#      box: --install-only gives the build a box of its own (default 540 s); the measuring
+#      command then installs the cached wheel in seconds, and builds (within 2/5 of its budget)
+#      only where no --install-only ran before it. A build that failed is not tried again by the
+#      measuring command. If the box runs out or the build fails, Horovod's steps are skipped, and
+#      summary.md shows the build's first errors and last lines;
 #   3. runs scripts/gpu_check.py under the rest of the budget: environment and topology; every
 #      model at its native size, batch 64, one worker, under DDP and Horovod in fp32 with TF32 on
 #      and off, bf16 and fp16; MFU; harness vs a bare PyTorch loop; energy; vetting's per-GPU
 #      probes; in order of value, skipping (and naming) what no longer fits.
 # OUT receives at most 7 files: summary.md (read it first), results.jsonl, summary.csv,
-# report.html, env.json, check.log, build.log. --device cpu runs the same steps on this
+# report.html, env.json, check.log, build.log (both commands' install and Horovod's whole build
+# log, or its first and last 400 lines when longer). --device cpu runs the same steps on this
 # machine's CPU (gloo, small sizes). PYTHON picks the interpreter (default python3);
 # SCALEBENCH_CHECK_WORK the private environment and run folders (default
 # ${TMPDIR:-/tmp}/scalebench-gpu-check); SCALEBENCH_CACHE where the built Horovod is cached.
+#
+# Exit status (a script can tell "all ran" from "ran, but Horovod did not"):
+#   0  every planned step ran and was ok (Horovod built, where a build was planned)
+#   1  a step failed, or the install failed before any measuring
+#   2  bad arguments
+#   3  Horovod was planned but is not usable: its build failed or ran out of its box (the other
+#      steps ran; with --install-only: the install is done, the build is not)
+#   4  a step was skipped because the budget ran out (nothing failed, Horovod built)
+# 1 wins over 3, 3 over 4.
 set -uo pipefail
 
 die() { echo "gpu-check: $*" >&2; exit 2; }
@@ -44,7 +60,7 @@ if [[ $DEVICE == cuda && $INSTALL_ONLY == 0 ]] && ! nvidia-smi -L 2>/dev/null | 
 fi
 # The whole check: 360 s on a GPU; the CPU check uses small sizes and 150 s.
 BUDGET=${BUDGET:-$([[ $DEVICE == cuda ]] && echo 360 || echo 150)}
-BOX=${BOX:-$(( BUDGET * 2 / 5 ))}
+if [[ $INSTALL_ONLY == 1 ]]; then BOX=${BOX:-540}; else BOX=${BOX:-$(( BUDGET * 2 / 5 ))}; fi
 START=$(date +%s)
 DEADLINE=$(( START + BUDGET ))
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,8 +72,20 @@ WANT=$(sed -n 's/^python=//p' "$BUNDLE/manifest.txt" 2>/dev/null)
 WORK=${SCALEBENCH_CHECK_WORK:-${TMPDIR:-/tmp}/scalebench-gpu-check}
 PRIV=$WORK/env-py$VER
 mkdir -p "$WORK"
-if [[ $INSTALL_ONLY == 1 ]]; then LOG=$WORK/build.log; else mkdir -p "$OUT" || die "OUT: cannot create $OUT"; OUT=$(cd "$OUT" && pwd); LOG=$OUT/build.log; rm -f "$OUT"/{summary.md,results.jsonl,summary.csv,report.html,env.json,check.log}; fi
+STATUS=$WORK/horovod-status.txt      # one line: built / installed / not built / skipped: why
+ERRORS=$WORK/horovod-errors.txt      # a failed build's first errors and last lines
+INSTALL_LOG=$WORK/install-only.log   # what --install-only did, carried into OUT/build.log
+if [[ $INSTALL_ONLY == 1 ]]; then
+  LOG=$INSTALL_LOG
+  rm -f "$STATUS" "$ERRORS"
+else
+  mkdir -p "$OUT" || die "OUT: cannot create $OUT"; OUT=$(cd "$OUT" && pwd); LOG=$OUT/build.log
+  rm -f "$OUT"/{summary.md,results.jsonl,summary.csv,report.html,env.json,check.log}
+fi
 : >"$LOG"
+if [[ $INSTALL_ONLY == 0 && -s $INSTALL_LOG ]]; then
+  { echo "== the earlier --install-only run's log"; cat "$INSTALL_LOG"; echo "== this run"; } >>"$LOG"
+fi
 say() { echo "== $*" | tee -a "$LOG"; }
 # A failure before the measuring steps still leaves a summary.md that says what happened.
 fail() {
@@ -67,6 +95,17 @@ fail() {
       echo "The last lines of build.log:"; echo; echo '```'; tail -n 25 "$LOG"; echo '```'; } >"$OUT/summary.md"
   fi
   echo "gpu-check: $*" >&2; exit 1
+}
+# A long log into LOG whole, or its first and last 400 lines.
+append_log() {
+  local file=$1 lines
+  [[ -f $file ]] || return 0
+  lines=$(wc -l <"$file")
+  echo "== $file ($lines lines)" >>"$LOG"
+  if (( lines <= 1000 )); then cat "$file" >>"$LOG"
+  else
+    { head -n 400 "$file"; echo "... ($(( lines - 800 )) lines left out) ..."; tail -n 400 "$file"; } >>"$LOG"
+  fi
 }
 
 # 1. the private environment: its own site-packages first, then the machine's (a .pth file runs
@@ -102,36 +141,62 @@ print("scalebench", scalebench.__file__, "| ruptures", ruptures.__file__, "| tor
       torch.__version__, torch.__file__)
 PYEOF
 tail -n 1 "$LOG"
-if [[ $INSTALL_ONLY == 1 ]]; then echo "gpu-check: installed into $PRIV in $(( $(date +%s) - START )) s"; exit 0; fi
 
 # 2. Horovod, built with NCCL for this GPU (cached: a second check installs it in seconds).
-STATUS=$WORK/horovod-status.txt
 SDIST=("$BUNDLE"/horovod-*.tar.gz)
+earlier=$(cat "$STATUS" 2>/dev/null)
+mode=()
 if [[ $BOX -eq 0 ]]; then
   echo "not built: --horovod-box 0" >"$STATUS"
 elif [[ ! -f ${SDIST[0]} ]]; then
   echo "not built: the bundle holds no Horovod source" >"$STATUS"
 else
-  say "Horovod: build or cached install, time box ${BOX} s"
+  # After a failed --install-only build, only a cached wheel is installed: the same build
+  # would fail again and eat the measuring steps' time.
+  [[ $INSTALL_ONLY == 0 && $earlier == skipped:* ]] && mode=(--cache-only)
+  say "Horovod: ${mode:+cached wheel only (the --install-only build did not finish), }build or cached install, time box ${BOX} s, $(env -u OMP_NUM_THREADS nproc) cores"
   hstart=$(date +%s)
-  if SCALEBENCH_HOROVOD_SDIST=${SDIST[0]} timeout --kill-after=10 "$BOX" \
-      bash "$HERE/scripts/install_horovod.sh" "$PRIV" >>"$LOG" 2>&1; then
+  hlog=$WORK/horovod-install.log
+  SCALEBENCH_HOROVOD_SDIST=${SDIST[0]} timeout --kill-after=10 "$BOX" \
+    bash "$HERE/scripts/install_horovod.sh" "$PRIV" "${mode[@]}" >"$hlog" 2>&1
+  code=$?
+  cat "$hlog" >>"$LOG"
+  built_log=$(sed -n 's/^horovod: build log: //p' "$hlog" | tail -n 1)
+  toolkit=$(sed -n 's/^horovod: CUDA toolkit: //p' "$hlog" | tail -n 1)
+  if [[ $code -eq 0 ]]; then
     flags=$("$PRIV/bin/python" -c 'import horovod.torch as h; print(f"NCCL {bool(h.nccl_built())}, Gloo {bool(h.gloo_built())}, CUDA {bool(h.cuda_built())}")' 2>>"$LOG")
-    echo "built (or installed from the cache) in $(( $(date +%s) - hstart )) s: $flags" >"$STATUS"
+    how=$(grep -q '^horovod: installed from cache' "$hlog" && echo "installed from the cache" || echo "built")
+    echo "$how in $(( $(date +%s) - hstart )) s: $flags${toolkit:+; CUDA toolkit $toolkit}" >"$STATUS"
+    rm -f "$ERRORS"
   else
-    code=$?
     if [[ $code -eq 124 || $code -eq 137 ]]; then
       echo "skipped: the build did not finish within its time box of ${BOX} s (log: build.log)" >"$STATUS"
+    elif [[ ${mode[*]} == --cache-only ]]; then
+      echo "skipped: no cached wheel, and the --install-only build before this run did not finish: ${earlier#skipped: }" >"$STATUS"
     else
-      echo "skipped: the build failed (exit $code): $(grep -m1 -E '^horovod:' "$LOG" | cut -c1-300) (log: build.log)" >"$STATUS"
+      reason=$(grep -m1 -E '^horovod: .*(failed|no |lacks|refuses|not )' "$hlog" | cut -c1-300)
+      echo "skipped: the build failed (exit $code): ${reason:-see build.log} (log: build.log)" >"$STATUS"
+    fi
+    if [[ ${mode[*]} != --cache-only ]]; then
+      { echo "The first errors (line numbers of the build log):"; echo
+        sed -n '/^horovod: the first errors/,/^horovod: the last lines/p' "$hlog" | sed '1d;$d'
+        echo; echo "The last lines:"; echo
+        if [[ -n $built_log && -f $built_log ]]; then tail -n 25 "$built_log"; else tail -n 25 "$hlog"; fi
+      } >"$ERRORS"
     fi
   fi
+  [[ -n $built_log ]] && append_log "$built_log"
 fi
 say "Horovod: $(cat "$STATUS")"
+if [[ $INSTALL_ONLY == 1 ]]; then
+  echo "gpu-check: installed into $PRIV in $(( $(date +%s) - START )) s; Horovod: $(cat "$STATUS")"
+  [[ $(cat "$STATUS") == skipped:* ]] && { cat "$ERRORS" 2>/dev/null; exit 3; }
+  exit 0
+fi
 
 # 3. the measuring steps under what is left of the budget
 "$PRIV/bin/python" "$HERE/scripts/gpu_check.py" --out "$OUT" --work "$WORK" --device "$DEVICE" \
-  --deadline "$DEADLINE" --horovod-status "$STATUS" --bundle "$BUNDLE"
+  --deadline "$DEADLINE" --horovod-status "$STATUS" --horovod-errors "$ERRORS" --bundle "$BUNDLE"
 code=$?
 echo "gpu-check: done in $(( $(date +%s) - START )) s (budget $BUDGET s); read $OUT/summary.md"
 exit $code

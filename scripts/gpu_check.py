@@ -6,7 +6,11 @@ and named. Writes OUT/summary.md (readable alone), results.jsonl, summary.csv, r
 env.json and check.log (the shell script adds build.log): at most 7 files.
 
     python scripts/gpu_check.py --out OUT --work WORK --device cuda|cpu --deadline UNIX
-                                [--horovod-status FILE] [--bundle DIR]
+                                [--horovod-status FILE] [--horovod-errors FILE] [--bundle DIR]
+
+Exit status: 0 every planned step ran ok; 1 a step failed; 3 Horovod was planned but not built
+(its build failed or ran out of its box); 4 a step was skipped for want of time. 1 wins over 3,
+3 over 4 (scripts/gpu-check.sh documents the same).
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ MODELS = ("resnet101", "inception_v3", "vgg16")
 # warm-up, windows; DDP's one-worker run also times its wrapped step).
 COSTS = {"cuda": {"launch": 25.0, "config": 12.0}, "cpu": {"launch": 8.0, "config": 6.0}}
 RESERVE = {"cuda": 40.0, "cpu": 15.0}  # kept back for the report and the summary
+EXIT_WORDS = {0: "every planned step ran ok", 1: "a step failed",
+              3: "Horovod was planned but did not build; its steps did not run",
+              4: "a step was skipped for want of time"}
 
 
 @dataclass(frozen=True)
@@ -374,8 +381,20 @@ def vet_lines(records: list[dict]) -> list[str]:
     return out
 
 
+def exit_status(steps: list[StepResult], horovod: str) -> int:
+    """0 all planned steps ok; 1 a step failed; 3 a planned Horovod build did not give a usable
+    Horovod; 4 a step skipped for want of time."""
+    if any(s.status == "failed" for s in steps):
+        return 1
+    if horovod.startswith("skipped"):  # "not built: ..." is a build that was never planned
+        return 3
+    if any(s.status == "skipped" for s in steps):
+        return 4
+    return 0
+
+
 def summary(check: Check, records: list[dict], started: float, bundle: Path | None,
-            horovod: str) -> str:
+            horovod: str, horovod_errors: str = "") -> str:
     from scalebench.hardware import topology
 
     env = {}
@@ -400,8 +419,11 @@ def summary(check: Check, records: list[dict], started: float, bundle: Path | No
              "## Steps", "", "| step | status | seconds | note |", "|---|---|---:|---|"]
     lines += [f"| {s.name} | {s.status} | {s.seconds:.0f} | {s.note.replace('|', '/')} |"
               for s in check.steps]
-    lines += ["", f"Horovod: {horovod}", "",
-              f"Ray: not checked, {manifest.get('ray', 'the bundle holds no Ray')}." if not
+    lines += ["", f"Horovod: {horovod}", ""]
+    if horovod_errors.strip():
+        lines += ["### Why Horovod did not build", "", "```", *horovod_errors.strip().splitlines(),
+                  "```", "", "build.log holds the whole build log.", ""]
+    lines += [f"Ray: not checked, {manifest.get('ray', 'the bundle holds no Ray')}." if not
               env.get("ray") else f"Ray: {env.get('ray')} (installed; not in this check's steps).",
               "", "## Results (one worker, every framework the same step)", "",
               *([f"On a CPU: {', '.join(SIZES['cpu'].models)} only, at "
@@ -435,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", choices=("cuda", "cpu"), required=True)
     p.add_argument("--deadline", type=float, required=True, help="unix time to finish by")
     p.add_argument("--horovod-status", type=Path)
+    p.add_argument("--horovod-errors", type=Path)
     p.add_argument("--bundle", type=Path)
     a = p.parse_args(argv)
     started = time.time()
@@ -470,10 +493,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"{result.note}")
     records = collect(check)
     check.steps.append(write_report(check, records))
-    text = summary(check, records, started, a.bundle, horovod)
+    errors = a.horovod_errors.read_text(errors="replace") if a.horovod_errors and \
+        a.horovod_errors.is_file() else ""
+    code = exit_status(check.steps, horovod)
+    text = summary(check, records, started, a.bundle, horovod, errors)
+    text += f"\nExit status {code}: {EXIT_WORDS[code]}\n"
     (a.out / "summary.md").write_text(text, encoding="utf-8")
     print(text)
-    return 0 if all(s.status != "failed" for s in check.steps) else 1
+    return code
 
 
 if __name__ == "__main__":

@@ -2,10 +2,17 @@
 # Install Horovod 0.28.1 (PyTorch + Gloo, no MPI/TF/MXNet) into a virtualenv,
 # building it from the sdist once and caching the wheel.
 #
-#   bash scripts/install_horovod.sh VENV_DIR [--force]
+#   bash scripts/install_horovod.sh VENV_DIR [--force | --configure-only | --cache-only]
 #
 # --force reinstalls even if horovod already imports (from the cached wheel when
 # there is one); to rebuild, delete the cache directory printed for the wheel.
+# --configure-only runs CMake's configure step on the patched source the way Horovod's
+# setup.py does (same environment, same arguments) and stops: a check that this CMake
+# accepts the build, in seconds instead of minutes.
+# --cache-only installs the cached wheel if there is one and exits 3 if there is none.
+# CMake 3.x and 4.x both build it: CMake 4 refuses cmake_minimum_required below 3.5 (Horovod's
+# bundled gloo asks for 2.8.12) unless CMAKE_POLICY_VERSION_MINIMUM is set, which this script
+# does; CMake 3 ignores it. The build runs with make -j<cores> (MAKEFLAGS).
 # SCALEBENCH_HOROVOD=system  only check that the venv's own horovod.torch imports.
 # SCALEBENCH_CACHE           cache root (default ~/.cache/scalebench); wheels and
 #                            build logs go to $SCALEBENCH_CACHE/wheels/.
@@ -17,14 +24,21 @@
 set -euo pipefail
 
 HVD_VERSION=0.28.1
-usage() { echo "usage: $0 VENV_DIR [--force]" >&2; exit 2; }
+usage() { echo "usage: $0 VENV_DIR [--force | --configure-only | --cache-only]" >&2; exit 2; }
 die() { echo "horovod: $*" >&2; exit 1; }
 
 [[ $# -ge 1 && $# -le 2 ]] || usage
 [[ -d $1 ]] || die "no virtualenv at $1"
 VENV=$(cd "$1" && pwd)
-FORCE=0
-if [[ $# -eq 2 ]]; then [[ $2 == --force ]] || usage; FORCE=1; fi
+FORCE=0 MODE=install
+if [[ $# -eq 2 ]]; then
+  case $2 in
+    --force) FORCE=1 ;;
+    --configure-only) MODE=configure ;;
+    --cache-only) MODE=cache ;;
+    *) usage ;;
+  esac
+fi
 PY=$VENV/bin/python
 [[ -x $PY ]] || die "no python at $PY"
 
@@ -43,7 +57,7 @@ assert horovod.__version__ == sys.argv[1]
 print(horovod.__version__, horovod.__file__)
 EOF
 }
-if [[ $FORCE == 0 ]] && out=$(installed); then
+if [[ $FORCE == 0 && $MODE != configure ]] && out=$(installed); then
   echo "horovod: already installed ($out)"; exit 0
 fi
 
@@ -69,8 +83,20 @@ CACHE_DIR=$WHEELS/$KEY
 LOG=$WHEELS/$KEY.build.log
 mkdir -p "$WHEELS"
 
+# The lines that say why a build failed: CMake's errors with the lines under them, the
+# compiler's and the linker's, make's; the first few only, since later ones follow from them.
+first_errors() {
+  grep -n -m 12 -A 3 -E 'CMake Error|error:|Error [0-9]+|fatal error|undefined reference|Could NOT find|RuntimeError|No such file' "$1" 2>/dev/null | head -n 40
+}
 fail() {
   echo "horovod: $* (log: $LOG)" >&2
+  local errors
+  errors=$(first_errors "$LOG")
+  if [[ -n $errors ]]; then
+    echo "horovod: the first errors in the log (with their line numbers):" >&2
+    echo "$errors" >&2
+  fi
+  echo "horovod: the last lines of the log:" >&2
   tail -n 30 "$LOG" >&2
   exit 1
 }
@@ -91,7 +117,7 @@ RUNTIME_DEPS=(cloudpickle psutil pyyaml packaging 'cffi>=1.4.0')
 SECONDS=0
 shopt -s nullglob
 cached=("$CACHE_DIR"/horovod-"$HVD_VERSION"-*.whl)
-if [[ ${#cached[@]} -gt 0 ]]; then
+if [[ ${#cached[@]} -gt 0 && $MODE != configure ]]; then
   pip_install "${RUNTIME_DEPS[@]}"
   pip_install --no-deps --force-reinstall "${cached[0]}"
   verify
@@ -99,9 +125,12 @@ if [[ ${#cached[@]} -gt 0 ]]; then
   exit 0
 fi
 
+if [[ $MODE == cache ]]; then echo "horovod: no cached wheel for $KEY under $WHEELS" >&2; exit 3; fi
+
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-echo "horovod: building $KEY (log: $LOG)"
+echo "horovod: building $KEY"
+echo "horovod: build log: $LOG"
 : >"$LOG"
 
 # Build deps for --no-build-isolation: setup.py's setup_requires is its install_requires.
@@ -124,24 +153,56 @@ while IFS=$'\t' read -r file expr; do
 done <<<"$PATCH"
 
 MAKEFLAGS=-j$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc obeys OMP_NUM_THREADS
+export CMAKE_POLICY_VERSION_MINIMUM=${CMAKE_POLICY_VERSION_MINIMUM:-3.5}
 export MAKEFLAGS HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
   HOROVOD_WITHOUT_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_CPU_OPERATIONS=gloo
 # A CUDA build of torch makes Horovod add CUDA even for the CPU flavour. Without
 # CUDA_HOME torch guesses the toolkit from `which nvcc`, and CMake takes its root
 # from nvcc's directory: a wrapper /usr/local/bin/nvcc makes that /usr/local and
 # CUDAToolkit is not found. HOROVOD_CUDA_HOME pins CMake's nvcc to the real one.
-# The toolkit's root: $CUDA_HOME, /usr/local/cuda, else the real nvcc's (a pip-installed nvcc
-# lives in site-packages/nvidia/cu13/bin); the first that holds bin/nvcc and cuda_runtime.h.
+# The toolkit's root: $CUDA_HOME, /usr/local/cuda, the real nvcc's on PATH, else one a pip
+# package put beside the environment's packages (nvidia-cuda-nvcc: site-packages/nvidia/cu13
+# or nvidia/cuda_nvcc); the first that holds bin/nvcc and include/cuda_runtime.h.
+# cuda_root prints "ROOT<TAB>where it was found".
+pip_nvcc_roots() {
+  "$PY" - <<'PYEOF' 2>/dev/null
+import glob, os
+try:
+    import nvidia
+except ImportError:
+    raise SystemExit
+for base in nvidia.__path__:
+    for nvcc in sorted(glob.glob(os.path.join(base, "*", "bin", "nvcc"))):
+        print(os.path.dirname(os.path.dirname(nvcc)))
+PYEOF
+}
+cuda_candidates() {
+  local nvcc
+  printf '%s\tCUDA_HOME\n' "${CUDA_HOME:-}"
+  printf '/usr/local/cuda\t/usr/local/cuda\n'
+  if nvcc=$(command -v nvcc 2>/dev/null); then
+    nvcc=$(readlink -f "$nvcc")
+    printf '%s\tnvcc on PATH\n' "$(dirname "$(dirname "$nvcc")")"
+  fi
+  pip_nvcc_roots | sed 's/$/\tthe nvidia-cuda-nvcc pip package/'
+}
 cuda_root() {
-  local nvcc c
-  nvcc=$(command -v nvcc 2>/dev/null) && nvcc=$(readlink -f "$nvcc")
-  for c in "${CUDA_HOME:-}" /usr/local/cuda "${nvcc:+$(dirname "$(dirname "$nvcc")")}"; do
-    [[ -n $c && -x $c/bin/nvcc && -f $c/include/cuda_runtime.h ]] && { echo "$c"; return 0; }
-  done
+  local c where
+  while IFS=$'\t' read -r c where; do
+    if [[ -n $c && -x $c/bin/nvcc && -f $c/include/cuda_runtime.h ]]; then
+      printf '%s\t%s\n' "$c" "$where"; return 0
+    fi
+  done < <(cuda_candidates)
   return 1
 }
-if [[ -n ${CUDA_HOME:-} || -d /usr/local/cuda || $FLAVOUR == cuda ]]; then
-  CUDA_HOME=$(cuda_root) || { [[ $FLAVOUR == cuda ]] && die "no CUDA toolkit (nvcc with include/cuda_runtime.h): set CUDA_HOME"; CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}; }
+if [[ -n ${CUDA_HOME:-} || -d /usr/local/cuda || $FLAVOUR == cuda || -n $(pip_nvcc_roots) ]]; then
+  if found=$(cuda_root); then
+    CUDA_HOME=${found%%$'\t'*}
+    echo "horovod: CUDA toolkit: $CUDA_HOME (found through ${found#*$'\t'})"
+  else
+    [[ $FLAVOUR == cuda ]] && die "no CUDA toolkit (nvcc with include/cuda_runtime.h) in CUDA_HOME, /usr/local/cuda, PATH or the nvidia-cuda-nvcc pip package: set CUDA_HOME"
+    CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+  fi
   export CUDA_HOME
   export HOROVOD_CUDA_HOME=${HOROVOD_CUDA_HOME:-$CUDA_HOME}
 fi
@@ -156,7 +217,19 @@ if [[ $FLAVOUR == cuda ]]; then
     HOROVOD_NCCL_HOME=$NCCL HOROVOD_NCCL_INCLUDE=$NCCL/include HOROVOD_NCCL_LIB=$TMP/nccl-lib \
     HOROVOD_BUILD_CUDA_CC_LIST=$CC_LIST
 fi
-env | grep -E '^(HOROVOD_|CUDA_HOME|MAKEFLAGS)' >>"$LOG"
+env | grep -E '^(HOROVOD_|CUDA_HOME|MAKEFLAGS|CMAKE_POLICY)' >>"$LOG"
+echo "cmake: $(command -v cmake): $(cmake --version | head -n 1)" >>"$LOG"
+
+if [[ $MODE == configure ]]; then
+  # What setup.py's build_extensions runs first, with its arguments.
+  mkdir -p "$TMP/configure"
+  (cd "$TMP/configure" && cmake "$SRC" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+     "-DCMAKE_LIBRARY_OUTPUT_DIRECTORY_RELWITHDEBINFO=$TMP/configure/lib" \
+     "-DPYTHON_EXECUTABLE:FILEPATH=$PY") >>"$LOG" 2>&1 \
+    || fail "cmake's configure step failed ($(cmake --version | head -n 1))"
+  echo "horovod: configure step passed with $(cmake --version | head -n 1) in ${SECONDS}s"
+  exit 0
+fi
 
 (cd "$SRC" && "$PY" -m pip wheel -v --disable-pip-version-check --no-build-isolation --no-deps -w "$TMP/dist" .) \
   >>"$LOG" 2>&1 || fail "build failed"
