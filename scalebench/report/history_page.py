@@ -1,12 +1,16 @@
 """history.html: the trend figures and the changes of a history store as one
-self-contained page, in report.html's look (its CSS and helpers; figures as base64 PNG, no
-script, no network). Every string from the store (commits, configurations) goes through `esc`."""
+self-contained page, in report.html's look (its CSS and helpers; figures as base64 PNG, the
+efficiency charts per model x framework as inline SVG (history_charts), no script, no network).
+A "regressions only" switch (a checkbox read by CSS alone) hides the charts without a
+regression and every change that is not one. Every string from the store (commits,
+configurations) goes through `esc`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
 
+from scalebench.report import history_charts
 from scalebench.report.html import CSS, esc, image_tag, raw_table
 from scalebench.tracking import history_changes as hc
 
@@ -20,8 +24,10 @@ CAPTIONS = {
                           "one-worker run, with 95% intervals; dashed: stretch means and the "
                           "slopes of gradual changes; triangles: changes.",
 }
-SECTIONS = (("changes", "Changes"), ("figures", "Trends"), ("series", "Series"),
-            ("method", "Method"))
+SECTIONS = (("changes", "Changes"), ("charts", "Efficiency by model and framework"),
+            ("figures", "Trends"), ("series", "Series"), ("method", "Method"))
+SWITCH = ('<input type="checkbox" id="only-regressions">'
+          '<label class="switch" for="only-regressions"> regressions only</label>')
 
 
 def _verdict(c: hc.Change) -> str:
@@ -39,7 +45,8 @@ def _changes(c: hc.Changes) -> str:
         cells = [esc(v) for v in hc.cells(x)]
         cells[0] = _verdict(x)
         rows.append(cells)
-    return raw_table(hc.HEADER, rows, frozenset({6, 7, 8}))
+    kinds = ["regression" if x.verdict == "regression" else "not-regression" for x in c.changes]
+    return raw_table(hc.HEADER, rows, frozenset({6, 7, 8}), row_classes=kinds)
 
 
 def _figures(figures: Mapping[str, bytes]) -> str:
@@ -78,12 +85,12 @@ def page(c: hc.Changes, figures: Mapping[str, bytes]) -> str:
                f'{"regression" if failed else "passed"}</span> {esc(hc.summary_line(c))}</p>')
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{TITLE}</title><style>{CSS}</style></head><body>", f"<h1>{TITLE}</h1>",
-             f'<p class="sub">{esc(c.label)}</p>', summary,
+             f"<title>{TITLE}</title><style>{CSS}{history_charts.CSS}</style></head><body>",
+             f"<h1>{TITLE}</h1>", f'<p class="sub">{esc(c.label)}</p>', summary,
              "<nav>" + "".join(f'<a href="#{key}">{title}</a>' for key, title in SECTIONS)
-             + "</nav>"]
-    bodies = {"changes": _changes(c), "figures": _figures(figures), "series": _series(c),
-              "method": _method(c)}
+             + "</nav>", SWITCH]
+    bodies = {"changes": _changes(c), "charts": history_charts.section(c),
+              "figures": _figures(figures), "series": _series(c), "method": _method(c)}
     for key, title in SECTIONS:
         parts += [f'<h2 id="{key}">{title}</h2>', bodies[key]]
     parts.append("</body></html>")

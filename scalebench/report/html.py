@@ -84,12 +84,14 @@ def table(t: Table) -> str:
 
 
 def raw_table(header: tuple[str, ...] | list[str], rows: list[list[str]],
-              num_cols: frozenset[int] = frozenset()) -> str:
-    """Cells are HTML already; header cells are escaped here."""
+              num_cols: frozenset[int] = frozenset(), row_classes: list[str] | None = None
+              ) -> str:
+    """Cells are HTML already; header cells are escaped here. row_classes: a CSS class per row."""
     out = ["<table><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr></thead>",
            "<tbody>"]
-    for row in rows:
-        out.append("<tr>" + "".join(f'<td class="num">{c}</td>' if i in num_cols else f"<td>{c}</td>"
+    for n, row in enumerate(rows):
+        css = f' class="{esc(row_classes[n])}"' if row_classes else ""
+        out.append(f"<tr{css}>" + "".join(f'<td class="num">{c}</td>' if i in num_cols else f"<td>{c}</td>"
                                     for i, c in enumerate(row)) + "</tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
