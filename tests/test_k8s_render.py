@@ -39,6 +39,20 @@ def sweep_line(script: str) -> list[str]:
     return shlex.split(line.split(" || ")[0])
 
 
+def pod_script_of(doc: dict) -> str:
+    """The shell script of the pod that runs the sweep, for each kind."""
+    spec = doc["spec"]
+    if doc["kind"] == "MPIJob":
+        return spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
+            "command"][2]
+    if doc["kind"] == "TrainJob":
+        return spec["trainer"]["command"][2]
+    if doc["kind"] == "PyTorchJob":
+        return spec["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0][
+            "command"][2]
+    return shlex.split(spec["entrypoint"])[2]
+
+
 @pytest.fixture(scope="module")
 def paper(tmp_path_factory):
     return render_files(tmp_path_factory.mktemp("paper"))
@@ -88,11 +102,7 @@ def test_the_pod_command_line_is_a_real_sweep_command(paper):
     from scalebench.spec import config
 
     for name, doc in paper.items():
-        script = (doc["spec"].get("trainer", {}).get("command")
-                  or [None, None, shlex.split(doc["spec"].get("entrypoint", "x x x"))[2]])[2] \
-            if doc["kind"] != "MPIJob" else \
-            doc["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
-                "command"][2]
+        script = pod_script_of(doc)
         argv = sweep_line(script)
         assert argv[:3] == ["scalebench", "sweep", k8s_plan.WORKLOAD_FILE]
         args = [a.replace("${PET_NODE_RANK}", "0").replace("${PET_MASTER_ADDR}", "node-0")
