@@ -34,7 +34,7 @@ from scipy import stats as scipy_stats
 
 from scalebench import cli
 from scalebench.tracking import history
-from tests.conftest import REPO, fake_record, launches
+from tests.conftest import REPO, fake_record, launches, write_records
 
 SCHEMA = REPO / "tests" / "data" / "bencher-bmf.schema.json"
 CONFIGS = ("inception_v3 ddp x1 fp32 b2 75px cpu weak", "inception_v3 ddp x2 fp32 b2 75px cpu weak")
@@ -72,7 +72,7 @@ def store(tmp_path_factory) -> Path:
     return path
 
 
-def export(store: Path, fmt: str, out: Path, *extra: str) -> Path:
+def export(store: Path | str, fmt: str, out: Path, *extra: str) -> Path:
     assert cli.main(["history", "export", "--store", str(store), "--format", fmt,
                      "--out", str(out), *extra]) == 0
     return out
@@ -301,3 +301,19 @@ def test_a_store_with_no_successful_run_is_one_line_and_exit_2(tmp_path, capsys)
     assert cli.main(["history", "export", "--store", str(store), "--format", "bmf",
                      "--out", str(tmp_path / "o")]) == 2
     assert "holds no successful run to export" in capsys.readouterr().err
+
+
+def test_export_reads_a_git_store_without_a_working_tree_of_the_user_s(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    repo = tmp_path / "h.git"
+    subprocess.run(["git", "init", "--quiet", "--bare", str(repo)], check=True)
+    where = f"git:{repo}#scalebench-history"
+    for k in range(2):
+        results = write_records(tmp_path / f"r{k}" / "results.jsonl", sweep_records(k))
+        assert cli.main(["history", "add", str(results), "--store", where, "--branch",
+                         "main"]) == 0
+    out = export(where, "gab", tmp_path / "gab")
+    (suite,) = json.loads((out / "data.js").read_text()[len("window.BENCHMARK_DATA = "):]
+                          )["entries"].values()
+    assert [e["commit"]["id"] for e in suite] == [sha(0), sha(1)]
+    assert not list(tmp_path.glob("*.jsonl"))  # nothing checked out beside the user's files
