@@ -127,13 +127,14 @@ def run_prune(args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
     plan = prune.plan(entries, args.keep_days, args.keep_points)
-    if args.dry_run or not (plan.removed or plan.removed_accepted):
-        print(f"{'would remove' if args.dry_run else 'removed'} {plan.summary()} from "
-              f"{args.store}; {len(plan.keep)} of {len(entries)} entries stay")
-        return 0
-    target.rewrite(plan.keep, f"prune: {plan.summary()}")
-    print(f"removed {plan.summary()} from {args.store}; {len(plan.keep)} of {len(entries)} "
-          "entries stay")
+    stay = f"{len(plan.keep)} of {len(entries)} entries stay"
+    if not (plan.removed or plan.removed_accepted):
+        print(f"nothing to remove from {args.store}; {stay}")
+    elif args.dry_run:
+        print(f"would remove {plan.summary()} from {args.store}; {stay}")
+    else:
+        target.rewrite(plan.keep, f"prune: {plan.summary()}")
+        print(f"removed {plan.summary()} from {args.store}; {stay}")
     return 0
 
 

@@ -25,8 +25,6 @@ class Plan:
     def summary(self) -> str:
         """What the prune removes, in words (counts, dates and sweeps)."""
         runs = len(self.removed)
-        if not runs and not self.removed_accepted:
-            return "nothing to remove"
         text = f"{runs} run row{'s' if runs != 1 else ''}"
         if runs:
             whens = sorted(history.row_time(r) for r in self.removed)
