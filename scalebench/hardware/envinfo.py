@@ -11,6 +11,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from scalebench.hardware.testbed import RUNNER_CLASS_VARIABLE
+
 PACKAGES = ("torch", "torchvision", "horovod", "ray", "numpy")
 # Fields that make two results incomparable when they differ (compare warns on these).
 HARDWARE_FIELDS = ("device_kind", "accelerator_model", "cpu_model", "cuda", "cudnn", "nccl",
@@ -57,6 +59,21 @@ def git_commit() -> str | None:
 
 
 @functools.cache
+def gpu_driver() -> str | None:
+    """The NVIDIA driver's version (NVML), None where it cannot be read."""
+    from scalebench.hardware import energy
+
+    nvml, _ = energy.load_nvml()
+    if nvml is None:
+        return None
+    try:
+        version = nvml.nvmlSystemGetDriverVersion()
+    except Exception:  # noqa: BLE001 - an NVMLError: the driver is a fact we could not read
+        return None
+    return version.decode() if isinstance(version, bytes) else str(version)
+
+
+@functools.cache
 def torch_details() -> dict:
     import torch
 
@@ -95,6 +112,9 @@ def collect(device: str | None = None, backend: str | None = None) -> dict:
     from scalebench.hardware import topology
 
     env["topology"] = topology.collect()
+    # the testbed's (hardware/testbed.py): the driver, and the runner's class from the CI's setup
+    env["driver"] = gpu_driver() if env.get("gpus") else None
+    env["runner_class"] = os.environ.get(RUNNER_CLASS_VARIABLE) or None
     if device is not None:
         env["device_kind"] = device if device == "cpu" else env["accelerator_model"]
     if backend is not None:

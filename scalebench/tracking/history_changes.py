@@ -18,7 +18,7 @@ from scalebench.hardware import topology
 from scalebench.hardware.topology import UNKNOWN
 from scalebench.report.format import interval, num, pct, pct_interval
 from scalebench.spec.errors import UserError
-from scalebench.tracking import changepoints, history
+from scalebench.tracking import accepted, changepoints, history
 
 LAST = 5  # a regression that ends among the last LAST points is new: it fails the gate
 METHOD = ("A change is a step or a gradual change (a slide over several points) of a series' "
@@ -33,6 +33,7 @@ METHOD = ("A change is a step or a gradual change (a slide over several points) 
 class Change:
     series: SeriesChanges
     point: changepoints.ChangePoint
+    accepted: accepted.Accepted | None = None  # the entry that says it is known (history accept)
 
     @property
     def verdict(self) -> str:
@@ -95,6 +96,7 @@ class SeriesChanges:
     points: tuple[history.Point, ...]
     detection: changepoints.Detection
     last: int
+    acceptance: tuple[accepted.Accepted | None, ...] = ()  # per change point: who accepted it
 
     @property
     def title(self) -> str:
@@ -102,7 +104,9 @@ class SeriesChanges:
 
     @property
     def changes(self) -> list[Change]:
-        return [Change(self, c) for c in self.detection.change_points]
+        marks = self.acceptance or (None,) * len(self.detection.change_points)
+        return [Change(self, c, a) for c, a in zip(self.detection.change_points, marks,
+                                                   strict=True)]
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,12 @@ class Changes:
 
     @property
     def new_regressions(self) -> list[Change]:
-        return [c for c in self.changes if c.verdict == "regression" and c.new]
+        """Regressions among the last K points that no one accepted: they fail detect."""
+        return [c for c in self.changes if c.verdict == "regression" and c.new and not c.accepted]
+
+    @property
+    def accepted(self) -> list[Change]:
+        return [c for c in self.changes if c.accepted]
 
     @property
     def too_short(self) -> list[SeriesChanges]:
@@ -160,11 +169,14 @@ def series_values(points: Sequence[history.Point]) -> list[tuple[float, ...]]:
 
 def find(rows: Iterable[dict], metrics: Sequence[str] = compare.METRICS,
          alpha: float = changepoints.ALPHA, min_magnitude: float = changepoints.MIN_MAGNITUDE,
-         last: int = LAST, label: str = "history") -> Changes:
-    """Change points of every series of each metric; nothing is printed."""
+         last: int = LAST, label: str = "history", accepts: Sequence[accepted.Accepted] = ()
+         ) -> Changes:
+    """Change points of every series of each metric; nothing is printed. accepts: the store's
+    accepted changes (accepted.from_entries); a change within one is shown, never new."""
     check_settings(alpha, min_magnitude, last)
     metrics = compare.parse_metrics(metrics)
     rows = list(rows)
+    order = accepted.commit_order(rows) if accepts else {}
     found = []
     for metric in metrics:
         tr = history.trends(rows, metric)
@@ -181,7 +193,12 @@ def find(rows: Iterable[dict], metrics: Sequence[str] = compare.METRICS,
                         f"{history.line_label(line)} at commit {p.commit or 'unknown'}"
                         + (f", sweep {p.sweep_id}" if p.sweep_id else "")
                         + f": value {exc.value!r} is not a finite number") from None
-                found.append(SeriesChanges(metric, panel, line, points, detection, last))
+                series = SeriesChanges(metric, panel, line, points, detection, last)
+                if accepts:
+                    series = SeriesChanges(metric, panel, line, points, detection, last, tuple(
+                        accepted.covering(accepts, c.commit_before, c.commit_after, series.title,
+                                          order) for c in series.changes))
+                found.append(series)
     return Changes(tuple(found), metrics, alpha, min_magnitude, last, label)
 
 
@@ -215,8 +232,9 @@ def change_text(p: changepoints.ChangePoint) -> str:
 
 def cells(c: Change) -> list[str]:
     p = c.point
-    return [c.verdict.upper() if c.verdict == "regression" else c.verdict,
-            "new" if c.new else "old", c.series.metric, c.series.title, c.commit_range, c.shape,
+    verdict = f"accepted {c.verdict}" if c.accepted else \
+        c.verdict.upper() if c.verdict == "regression" else c.verdict
+    return [verdict, "new" if c.new else "old", c.series.metric, c.series.title, c.commit_range, c.shape,
             f"{value_text(c.series.metric, p.before)} ({p.before.points} pts)",
             f"{value_text(c.series.metric, p.after)} ({p.after.points} pts)",
             change_text(p), test_text(c)]
@@ -235,6 +253,7 @@ def summary_line(c: Changes) -> str:
               f"{len(found) - regressions} improvement{'s' if len(found) - regressions != 1 else ''}"
               + (f"; {gradual} gradual" if gradual else "") + ")"
               + (f", {len(c.too_short)} too short" if c.too_short else ""))
+    counts += f", {len(c.accepted)} accepted" if c.accepted else ""
     new = len(c.new_regressions)
     outcome = (f"FAILED: {new} new regression{'s' if new != 1 else ''} among the last {c.last} "
                "points" if new else f"passed: no regression among the last {c.last} points")
@@ -268,6 +287,8 @@ def render_text(c: Changes) -> str:
                      f"{x.when}; {test_text(x)})")
     lines += [f"  note: {x.series.metric} of {x.series.title} at {x.commit_range}: "
               f"{x.topology_note}" for x in c.changes if x.topology_note]
+    lines += [f"  {x.series.metric} of {x.series.title} at {x.commit_range}: {x.accepted.text}"
+              for x in c.accepted]
     return "\n".join(lines)
 
 
@@ -291,6 +312,8 @@ def render_markdown(c: Changes) -> str:
         lines.append("No change in any series.")
     notes = [f"- {_md(x.series.title)} at {_md(x.commit_range)}: {_md(x.topology_note)}"
              for x in c.changes if x.topology_note]
+    notes += [f"- {_md(x.series.metric)} of {_md(x.series.title)} at {_md(x.commit_range)}: "
+              f"{_md(x.accepted.text)}" for x in c.accepted]
     if notes:
         lines += ["", *notes]
     if c.too_short:
