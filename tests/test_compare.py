@@ -186,13 +186,15 @@ def test_missing_path_and_disjoint_sets_exit_2(tmp_path, capsys):
     assert code == 2 and "no configuration appears in both" in err
 
 
-def test_partly_malformed_file_warns_and_compares(tmp_path, capsys):
+def test_partly_malformed_file_compares_and_fails_on_the_broken_line(tmp_path, capsys):
+    # issue 46: a line cut short is a broken measurement, not an absent one
     good = write_records(tmp_path / "good.jsonl", sweep())
     partial = tmp_path / "partial.jsonl"
     partial.write_text(good.read_text() + "{\"truncated\n")
     code, out, _ = run_compare(capsys, good, partial)
-    assert code == 0
-    assert "partial.jsonl:3: skipped: malformed JSON" in out
+    assert code == 1
+    assert "partial.jsonl:3: malformed JSON" in out and "INVALID" in out
+    assert "unchanged" in out  # the valid rows are still judged
 
 
 # ---------------------------------------------------------------- real records (reference set)

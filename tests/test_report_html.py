@@ -53,7 +53,7 @@ def html_page(tmp_path_factory) -> tuple[Path, str]:
 def test_sections_and_headline(html_page):
     _, text = html_page
     for heading in ("Throughput and scaling efficiency", "Figures", "Framework vs framework",
-                    "Failed, timed-out and skipped runs", "Environment", "Method",
+                    "Failed, timed-out, invalid and skipped runs", "Environment", "Method",
                     "Horovod's published points"):
         assert heading in text, heading
     assert "Inception V3 — batch 2 per worker, 75 px, cpu, weak scaling" in text

@@ -20,7 +20,7 @@ ALL_TITLES = ["Throughput and scaling efficiency", "Figures", "Horovod's publish
               "Framework vs framework", "At their best", "Distance to the compute limit (MFU)",
               "Energy (component energy, not MLPerf Power)",
               "Where the efficiency went", "Scaling model", "Allreduce",
-              "Failed, timed-out and skipped runs", "Environment", "Method"]
+              "Failed, timed-out, invalid and skipped runs", "Environment", "Method"]
 
 
 def md_sections(text: str) -> list[str]:

@@ -69,7 +69,7 @@ def test_load_skips_malformed_lines_with_line_numbers(tmp_path):
     assert len(records) == 2
     assert [(p.line, p.reason.split(" (")[0]) for p in problems] == [
         (2, "malformed JSON"), (3, "not a JSON object")]
-    assert str(problems[0]).startswith(f"{path}:2: skipped: malformed JSON")
+    assert str(problems[0]).startswith(f"{path}:2: invalid record: malformed JSON")
     assert results.done_keys(path) == set(train.TASK.resume_keys(SPEC))
 
 

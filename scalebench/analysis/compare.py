@@ -21,6 +21,16 @@ carry what a reader must not miss: the runs' warnings (skipped fp16 steps, injec
 that a verdict from one launch on either side holds within those processes only, and when a
 framework's own one-worker baseline is much slower than the best one (which flatters its
 efficiency).
+
+A broken measurement is never an absent one. An invalid record (records.validity: a line that
+does not parse, a missing field, a non-finite or non-positive value, a count that disagrees with
+its samples) on the current side is a verdict of its own, `invalid`, naming file, line and
+reason, for its configuration (and for the efficiency rows that take it as their one-worker run),
+or as "an unidentifiable record" where its configuration cannot be read; it fails the gate like a
+failed run. On the baseline side it refuses the rows it belongs to (`refused`: not judged against
+garbage), which fails the gate too. A configuration of the baseline that the current side lacks
+stays `missing` and passes, but the summary counts and names the missing configurations, and
+`require_all` fails the gate on them.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from dataclasses import dataclass, field
 from scalebench.analysis import aggregate, stats
 from scalebench.hardware import topology
 from scalebench.hardware.envinfo import HARDWARE_FIELDS
+from scalebench.records.validity import Invalid
 from scalebench.spec import identity
 from scalebench.spec.errors import UserError
 
@@ -40,10 +51,13 @@ from scalebench.spec.errors import UserError
 # `step`: the step rules (e.g. the one-worker step unwrapped); `math`: the fp32 math measured.
 SETTING_FIELDS = ("warmup", "iters", "threads_per_worker", "aux_logits", "options", "step", "math")
 METRICS = ("throughput", "efficiency")
-VERDICTS = ("regression", "failed", "refused", "improvement", "unchanged", "new", "missing")
-GATING = ("regression", "failed", "refused")  # verdicts that fail the gate (exit 1)
+VERDICTS = ("regression", "failed", "invalid", "refused", "improvement", "unchanged", "new",
+            "missing")
+GATING = ("regression", "failed", "invalid", "refused")  # verdicts that fail the gate (exit 1)
+ALL_METRICS = "all"  # the metric of an invalid record whose configuration cannot be read
 BROKEN = ("failed", "timeout")  # statuses that are a failure; "skipped" is not
 RunIndex = dict[tuple, aggregate.Runs]  # configuration key -> its runs
+InvalidIndex = dict[tuple | None, list[Invalid]]  # configuration key (None: unknown) -> records
 
 
 def index_runs(records: Iterable[dict]) -> RunIndex:
@@ -125,7 +139,7 @@ class Verdict:
 
     @property
     def config(self) -> str:
-        return identity.describe(self.key)
+        return identity.describe(self.key) if self.key else "an unidentifiable record"
 
 
 def _mixed_settings(label: str, side: aggregate.Runs) -> list[str]:
@@ -226,14 +240,95 @@ def baseline_moved(key: tuple, base: RunIndex, cur: RunIndex, threshold: float, 
             "efficiency changed because its baseline did")
 
 
+def is_train(invalid: Invalid) -> bool:
+    """Whether an invalid record may be a train record: compare judges those (a line that did
+    not parse, or a record of kind train or of no readable kind)."""
+    return invalid.record is None or invalid.record.get("kind") in ("train", None)
+
+
+def index_invalid(invalid: Iterable[Invalid]) -> InvalidIndex:
+    """Invalid train records by configuration key (None: the configuration cannot be read)."""
+    out: InvalidIndex = {}
+    for item in invalid:
+        if is_train(item):
+            out.setdefault(item.key, []).append(item)
+    return out
+
+
+def _one_worker_key(key: tuple, runs: Sequence[RunIndex], bad: Sequence[InvalidIndex]
+                    ) -> tuple | None:
+    """The key of the one-worker run an efficiency row of `key` is taken against, read from
+    any record of the configuration, valid or not."""
+    for side in runs:
+        if key in side:
+            return identity.baseline_key(side[key].last)
+    return next((i.baseline_key for side in bad for i in side.get(key, ())
+                 if i.baseline_key is not None), None)
+
+
+def _named(label: str, key: tuple, found: Sequence[tuple[tuple, Invalid]]) -> str:
+    return "; ".join(f"{label}{'' if k == key else ' one-worker run'}: invalid record "
+                     f"{i.where}: {i.reason}" for k, i in found)
+
+
+def invalid_verdict(metric: str, key: tuple, base: RunIndex, cur: RunIndex,
+                    bad_base: InvalidIndex, bad_cur: InvalidIndex) -> Verdict | None:
+    """The row of a configuration that an invalid record touches (its own, or for efficiency its
+    one-worker run's): `invalid` when one is on the current side, `refused` when only the
+    baseline has one; None when none does."""
+    related = [key]
+    if metric == "efficiency":
+        one = _one_worker_key(key, (cur, base), (bad_cur, bad_base))
+        related += [one] if one is not None and one != key else []
+    found_b = [(k, i) for k in related for i in bad_base.get(k, ())]
+    found_c = [(k, i) for k in related for i in bad_cur.get(k, ())]
+    if not found_b and not found_c:
+        return None
+    b, _, _ = metric_samples(metric, key, base)
+    c, _, _ = metric_samples(metric, key, cur)
+    b_sum = b.summary() if b is not None else None
+    if found_c:
+        reason = "; ".join(x for x in (_named("current", key, found_c),
+                                       _named("baseline", key, found_b)) if x)
+        return Verdict(metric, key, "invalid", b_sum, None, None, "", None,
+                       f"{reason}: a broken measurement fails the gate")
+    return Verdict(metric, key, "refused", b_sum, c.summary() if c is not None else None, None,
+                   "", None, f"{_named('baseline', key, found_b)}: not judged against a broken "
+                   "measurement")
+
+
+def unidentified_verdicts(bad_base: InvalidIndex, bad_cur: InvalidIndex) -> list[Verdict]:
+    """One row per invalid record whose configuration cannot be read (a line cut short, say):
+    `invalid` on the current side, `refused` on the baseline side; both fail the gate."""
+    rows = [Verdict(ALL_METRICS, (), "invalid", None, None, None, "", None,
+                    f"current: invalid record {i.where}: {i.reason}: its configuration "
+                    "cannot be read, so any row may stand on a broken measurement")
+            for i in bad_cur.get(None, ())]
+    return rows + [Verdict(ALL_METRICS, (), "refused", None, None, None, "", None,
+                           f"baseline: invalid record {i.where}: {i.reason}: its "
+                           "configuration cannot be read, so any row may be judged against a "
+                           "broken measurement")
+                   for i in bad_base.get(None, ())]
+
+
 def compare_metric(metric: str, base: RunIndex, cur: RunIndex, threshold: float, alpha: float,
-                   allow_missing: bool = False, min_launches: int = 1) -> list[Verdict]:
+                   allow_missing: bool = False, min_launches: int = 1,
+                   bad_base: InvalidIndex | None = None, bad_cur: InvalidIndex | None = None
+                   ) -> list[Verdict]:
+    """The verdicts of one metric for every configuration of either side (invalid records
+    included: index_invalid)."""
+    bad_base, bad_cur = bad_base or {}, bad_cur or {}
     verdicts = []
-    for key in sorted(set(base) | set(cur), key=lambda k: tuple(str(v) for v in k)):
+    keys = set(base) | set(cur) | {k for k in (*bad_base, *bad_cur) if k is not None}
+    for key in sorted(keys, key=lambda k: tuple(str(v) for v in k)):
         if metric == "efficiency" and identity.key_dict(key)["world_size"] == 1:
             continue  # a one-worker run is its own reference: efficiency 1 by definition
+        broken = invalid_verdict(metric, key, base, cur, bad_base, bad_cur)
+        if broken is not None:
+            verdicts.append(broken)
+            continue
         b, b_why, _ = metric_samples(metric, key, base)
-        c, c_why, broken = metric_samples(metric, key, cur)
+        c, c_why, failed = metric_samples(metric, key, cur)
         if b is None and c is None:
             continue  # neither side has anything to say about this row
         if b is None:
@@ -241,9 +336,12 @@ def compare_metric(metric: str, base: RunIndex, cur: RunIndex, threshold: float,
                                     f"baseline: {b_why}; current {c.describe()}"))
             continue
         if c is None:
-            verdict = "failed" if broken and not allow_missing else "missing"
+            verdict = "failed" if failed and not allow_missing else "missing"
+            unread = len(bad_cur.get(None, ()))
+            notes = (f"current holds {unread} invalid record{'s' if unread != 1 else ''} whose "
+                     "configuration cannot be read; this one may be among them",) if unread else ()
             verdicts.append(Verdict(metric, key, verdict, b.summary(), None, None, "",
-                                    None, f"current: {c_why}; baseline {b.describe()}"))
+                                    None, f"current: {c_why}; baseline {b.describe()}", notes))
             continue
         keys = (key,) if metric == "throughput" else \
             (key, identity.baseline_key(cur[key].newest_ok))
@@ -330,16 +428,31 @@ class Comparison:
     current_label: str = "current"
     input_warnings: tuple[str, ...] = field(default=())
     min_launches: int = 1
+    require_all: bool = False  # a missing configuration fails the gate too
 
     @property
     def regressions(self) -> list[Verdict]:
         return [v for v in self.verdicts if v.verdict == "regression"]
 
     @property
+    def gating_verdicts(self) -> tuple[str, ...]:
+        return GATING + (("missing",) if self.require_all else ())
+
+    @property
     def gating(self) -> list[Verdict]:
         """Every verdict that fails the gate: regressions, runs that failed where the baseline's
-        were ok, configurations refused for too few launches."""
-        return [v for v in self.verdicts if v.verdict in GATING]
+        were ok, invalid records, refused rows (too few launches, an invalid baseline record),
+        and with require_all missing configurations."""
+        return [v for v in self.verdicts if v.verdict in self.gating_verdicts]
+
+    @property
+    def missing(self) -> list[str]:
+        """The configurations the current side lacks, in words, each once: those with a missing
+        throughput row (an efficiency row is also missing where only its one-worker run is),
+        or without throughput among the metrics, a missing efficiency row."""
+        metric = "throughput" if "throughput" in self.metrics else "efficiency"
+        return list(dict.fromkeys(v.config for v in self.verdicts
+                                  if v.verdict == "missing" and v.metric == metric))
 
     def count(self, verdict: str) -> int:
         return sum(1 for v in self.verdicts if v.verdict == verdict)
@@ -371,31 +484,43 @@ def check_settings(threshold: float, alpha: float, min_launches: int = 1) -> Non
 def compare(baseline: list[dict], current: list[dict], threshold: float = 5.0, alpha: float = 0.05,
             metrics: Sequence[str] = METRICS, baseline_label: str = "baseline",
             current_label: str = "current", input_warnings: Sequence[str] = (),
-            allow_missing: bool = False, min_launches: int = 1) -> Comparison:
+            allow_missing: bool = False, min_launches: int = 1,
+            invalid_baseline: Sequence[Invalid] = (), invalid_current: Sequence[Invalid] = (),
+            require_all: bool = False) -> Comparison:
     """Verdicts for every configuration in either set, for each metric; nothing is printed.
     allow_missing: a current run that failed or timed out is `missing`, not `failed`.
-    min_launches: configurations with fewer ok launches on either side are `refused`."""
+    min_launches: configurations with fewer ok launches on either side are `refused`.
+    invalid_baseline / invalid_current: each side's invalid records (results.load's second
+    value): `refused` / `invalid` rows, never absences. require_all: `missing` fails the gate."""
     check_settings(threshold, alpha, min_launches)
+    if allow_missing and require_all:
+        raise UserError("--allow-missing and --require-all contradict each other: one lets a "
+                        "configuration be missing, the other fails on it; give one of them")
     metrics = parse_metrics(metrics)
     base, cur = index_runs(baseline), index_runs(current)
-    if not base:
-        raise UserError(f"{baseline_label}: no train records to compare")
-    if not cur:
-        raise UserError(f"{current_label}: no train records to compare")
-    if not set(base) & set(cur):
+    bad_base, bad_cur = index_invalid(invalid_baseline), index_invalid(invalid_current)
+    for label, runs, bad in ((baseline_label, base, bad_base), (current_label, cur, bad_cur)):
+        if not runs and not bad:
+            raise UserError(f"{label}: no train records to compare")
+    shared = (set(base) | set(bad_base)) & (set(cur) | set(bad_cur)) - {None}
+    if not shared and not (bad_base.get(None) or bad_cur.get(None)):
         raise UserError(
             f"no configuration appears in both {baseline_label} and {current_label}; nothing to "
             f"compare (baseline: {'; '.join(sorted({identity.describe(k) for k in base}))}; current: "
             f"{'; '.join(sorted({identity.describe(k) for k in cur}))})")
-    verdicts: list[Verdict] = []
+    verdicts: list[Verdict] = unidentified_verdicts(bad_base, bad_cur)
     for metric in metrics:
         verdicts += compare_metric(metric, base, cur, threshold, alpha, allow_missing,
-                                   min_launches)
+                                   min_launches, bad_base, bad_cur)
     verdicts.sort(key=lambda v: SEVERITY[v.verdict])  # stable: key order within a verdict
-    warnings = (tuple(input_warnings) + tuple(sweep_warnings(baseline, "baseline"))
+    others = [f"{label}: {i}" for label, side in (("baseline", invalid_baseline),
+                                                   ("current", invalid_current))
+              for i in side if not is_train(i)]
+    warnings = (tuple(input_warnings) + tuple(others) + tuple(sweep_warnings(baseline, "baseline"))
                 + tuple(sweep_warnings(current, "current")))
     return Comparison(tuple(verdicts), tuple(environment_warnings(baseline, current)), threshold,
-                      alpha, metrics, baseline_label, current_label, warnings, min_launches)
+                      alpha, metrics, baseline_label, current_label, warnings, min_launches,
+                      require_all)
 
 
 # ---------------------------------------------------------------- rendering (separate from judging)
@@ -424,9 +549,9 @@ def _test(v: Verdict) -> str:
     return v.test
 
 
-def _cells(v: Verdict) -> list[str]:
+def _cells(v: Verdict, gating: Sequence[str] = GATING) -> list[str]:
     change = "–" if v.change_pct is None else f"{v.change_pct:+.1f}%"
-    return [v.verdict.upper() if v.verdict in GATING else v.verdict, v.metric, v.config,
+    return [v.verdict.upper() if v.verdict in gating else v.verdict, v.metric, v.config,
             _value(v.metric, v.baseline), _value(v.metric, v.current), change, _test(v),
             "; ".join((v.reason,) + v.notes)]
 
@@ -436,16 +561,49 @@ HEADER = ["verdict", "metric", "configuration", "baseline", "current", "change",
 
 GATING_WORDS = {"regression": ("regression", "regressions"),
                 "failed": ("run failed (ok in the baseline)", "runs failed (ok in the baseline)"),
-                "refused": ("row with too few launches", "rows with too few launches")}
+                "invalid": ("row on an invalid record", "rows on invalid records"),
+                "missing": ("row missing (--require-all)", "rows missing (--require-all)")}
+
+
+def _refused_words(c: Comparison) -> tuple[str, str]:
+    """What the refused rows were refused for: too few launches, an invalid baseline record."""
+    refused = [v.reason for v in c.verdicts if v.verdict == "refused"]
+    why = [w for w, hit in (("too few launches", any(r.startswith("not judged:") for r in refused)),
+                            ("an invalid baseline record",
+                             any("invalid record" in r for r in refused))) if hit]
+    if why == ["too few launches"]:
+        return "row with too few launches", "rows with too few launches"
+    text = " or ".join(why)
+    return f"row refused ({text})", f"rows refused ({text})"
+
+
+def missing_head(c: Comparison) -> str:
+    """How many configurations of the baseline the current side lacks, and what the gate does
+    about them ("" when none is missing)."""
+    n = len(c.missing)
+    if not n:
+        return ""
+    verb = "fails" if c.require_all else "passes; --require-all fails"
+    return (f"{n} configuration{'s' if n != 1 else ''} missing from {c.current_label} "
+            f"({verb} on {'it' if n == 1 else 'them'})")
+
+
+def missing_text(c: Comparison) -> str:
+    """missing_head with the configurations named ("" when none is missing)."""
+    return f"{missing_head(c)}: {'; '.join(c.missing)}" if c.missing else ""
 
 
 def summary_line(c: Comparison) -> str:
     counts = ", ".join(f"{v}: {c.count(v)}" for v in VERDICTS if c.count(v))
-    failing = [f"{c.count(v)} {GATING_WORDS[v][c.count(v) != 1]}" for v in GATING if c.count(v)]
+    words = {**GATING_WORDS, "refused": _refused_words(c)}
+    failing = [f"{c.count(v)} {words[v][c.count(v) != 1]}" for v in c.gating_verdicts
+               if c.count(v)]
     outcome = f"FAILED: {', '.join(failing)}" if failing else "passed: no regression"
     settings = f"threshold {c.threshold:g}%, alpha {c.alpha:g}" + \
-        (f", min launches {c.min_launches}" if c.min_launches > 1 else "")
-    return f"{outcome} ({counts}; {settings})"
+        (f", min launches {c.min_launches}" if c.min_launches > 1 else "") + \
+        (", --require-all" if c.require_all else "")
+    missing = missing_text(c)
+    return f"{outcome} ({counts}; {settings})" + (f"; {missing}" if missing else "")
 
 
 def render_text(c: Comparison) -> str:
@@ -456,7 +614,7 @@ def render_text(c: Comparison) -> str:
         lines.append("WARNING: the environments differ; changes may come from the environment, "
                      "not the code:")
         lines += [f"  {w}" for w in c.env_warnings]
-    rows = [HEADER] + [_cells(v) for v in c.verdicts]
+    rows = [HEADER] + [_cells(v, c.gating_verdicts) for v in c.verdicts]
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]
     for r in rows:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=False))
@@ -480,19 +638,26 @@ def render_markdown(c: Comparison) -> str:
              f"{c.alpha:g} where the sample counts allow it, else non-overlapping "
              f"{stats.intervals_test(c.alpha)}), on per-process means where both sides have two "
              "or more launches of a configuration, else on trials. A run ok in the baseline that "
-             "failed or timed out in the current set fails the gate too"
-             + (f", and so does a configuration with fewer than {c.min_launches} launches on "
-                "either side" if c.min_launches > 1 else "") + ".",
+             "failed or timed out in the current set fails the gate too, and so does an invalid "
+             "record (a line cut short, a missing field, a non-finite or non-positive value, a "
+             "count that disagrees with its samples) on either side"
+             + (f", and a configuration with fewer than {c.min_launches} launches on either side"
+                if c.min_launches > 1 else "")
+             + (", and a configuration of the baseline missing from the current set"
+                if c.require_all else "") + ".",
              ""]
     if c.env_warnings:
         lines += ["> **Warning: the environments differ**; changes may come from the environment:",
                   ">"] + [f"> - {_md(w)}" for w in c.env_warnings] + [""]
     if c.input_warnings:
         lines += [f"- input: {_md(w)}" for w in c.input_warnings] + [""]
+    if c.missing:
+        lines += [f"**{_md(missing_head(c))}:**", ""] + \
+            [f"- {_md(name)}" for name in c.missing] + [""]
     lines += ["| " + " | ".join(HEADER) + " |", "|---|---|---|---:|---:|---:|---|---|"]
     for v in c.verdicts:
-        cells = _cells(v)
-        if v.verdict in GATING:
+        cells = _cells(v, c.gating_verdicts)
+        if v.verdict in c.gating_verdicts:
             cells[0] = f"**{cells[0]}**"
         lines.append("| " + " | ".join(_md(x) for x in cells) + " |")
     lines.append("")

@@ -1,9 +1,11 @@
 """scalebench compare BASELINE CURRENT [--threshold 5] [--alpha 0.05] [--metric ...]
-[--allow-missing] [--min-launches K] [--markdown FILE]
+[--allow-missing | --require-all] [--min-launches K] [--markdown FILE]
 
 Exit codes: 0 the gate passed; 1 it failed: a regression, a run that failed or timed out where
-the baseline's was ok (unless --allow-missing), or a configuration with fewer than K launches
-on either side (--min-launches K); 2 bad input (UserError).
+the baseline's was ok (unless --allow-missing), an invalid record on either side
+(records.validity), a configuration with fewer than K launches on either side (--min-launches
+K), or with --require-all a configuration of the baseline missing from the current side; 2 bad
+input (UserError).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ def register(sub) -> None:
     p.add_argument("--allow-missing", action="store_true",
                    help="a configuration ok in the baseline whose current run failed or timed out "
                    "is reported as missing instead of failing the gate")
+    p.add_argument("--require-all", action="store_true",
+                   help="fail the gate on a configuration of the baseline that is missing from "
+                   "the current set (a sweep that lost configurations), instead of only naming it")
     p.add_argument("--min-launches", default="1",
                    help="refuse to judge (and fail the gate on) configurations with fewer ok "
                    "launches than this on either side; 2 or more asks for verdicts on "
@@ -44,27 +49,28 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-def load_side(raw: str, label: str) -> tuple[list[dict], list[str]]:
-    """Valid records of one side; a side with no valid train record is bad input (exit 2)."""
+def load_side(raw: str, label: str) -> tuple[list[dict], list[results.Invalid]]:
+    """Valid and invalid records of one side (compare.compare takes both); a side with no
+    valid train record is bad input (exit 2)."""
     paths = results.resolve_inputs([raw])
-    records, problems = results.load(paths)
-    warnings = [f"{label}: {p}" for p in problems]
+    records, invalid = results.load(paths)
     if not any(r.get("kind") == "train" for r in records):
-        why = "; ".join(str(p) for p in problems[:3]) or "the file is empty"
+        why = "; ".join(str(p) for p in invalid[:3]) or "the file is empty"
         raise UserError(f"{label} {raw!r} holds no valid run record ({why})")
-    return records, warnings
+    return records, invalid
 
 
 def run(args: argparse.Namespace) -> int:
     min_launches = fields.integer("--min-launches", args.min_launches, 1)
     compare.check_settings(args.threshold, args.alpha, min_launches)
     metrics = compare.parse_metrics(args.metric)
-    baseline, warn_b = load_side(args.baseline, "baseline")
-    current, warn_c = load_side(args.current, "current")
+    baseline, invalid_b = load_side(args.baseline, "baseline")
+    current, invalid_c = load_side(args.current, "current")
     outcome = compare.compare(baseline, current, args.threshold, args.alpha, metrics,
                               baseline_label=args.baseline, current_label=args.current,
-                              input_warnings=warn_b + warn_c, allow_missing=args.allow_missing,
-                              min_launches=min_launches)
+                              allow_missing=args.allow_missing, min_launches=min_launches,
+                              invalid_baseline=invalid_b, invalid_current=invalid_c,
+                              require_all=args.require_all)
     print(compare.render_text(outcome))
     write_markdown(args.markdown, lambda: compare.render_markdown(outcome))
     return outcome.exit_code

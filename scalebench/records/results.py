@@ -1,5 +1,6 @@
-"""The results store: validation of every record (common fields, then its task's), JSONL
-append and load, the keys already done (--resume), a DataFrame view.
+"""The results store: validation of every record (common fields, then its task's, with the
+value rules of records.validity), JSONL append and load (invalid lines handed back as Invalid),
+the keys already done (--resume), a DataFrame view.
 
 results.jsonl holds one JSON object per line, appended and flushed as each run ends.
 """
@@ -9,17 +10,19 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from scalebench import tasks
+from scalebench.records import validity
 from scalebench.records.schema import SCHEMA_VERSION, RecordError, check_common, check_fields, now_iso
+from scalebench.records.validity import Invalid
 from scalebench.spec import identity
 from scalebench.spec.errors import UserError
 
 __all__ = ["SCHEMA_VERSION", "RESULTS_FILE", "RecordError", "check_fields", "now_iso", "validate",
-           "append", "load", "resolve_inputs", "done_keys", "sweep_id_of", "Problem", "to_frame"]
+           "append", "load", "resolve_inputs", "done_keys", "sweep_id_of", "Problem", "Invalid",
+           "to_frame"]
 
 RESULTS_FILE = "results.jsonl"
 
@@ -42,14 +45,8 @@ def append(path: Path, record: dict[str, Any]) -> None:
         os.fsync(fh.fileno())
 
 
-@dataclass(frozen=True)
-class Problem:
-    path: str
-    line: int
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: skipped: {self.reason}"
+# An invalid line of a results file (records.validity: what makes a record invalid).
+Problem = Invalid
 
 
 def resolve_inputs(paths: Iterable[str | os.PathLike]) -> list[Path]:
@@ -66,28 +63,26 @@ def resolve_inputs(paths: Iterable[str | os.PathLike]) -> list[Path]:
     return files
 
 
-def load(paths: Iterable[str | os.PathLike]) -> tuple[list[dict], list[Problem]]:
-    """Every valid record of the given files; bad lines are reported with their line number."""
+def load(paths: Iterable[str | os.PathLike]) -> tuple[list[dict], list[Invalid]]:
+    """Every valid record of the given files, and every invalid line as an Invalid (file, line,
+    reason, the record where the line parsed). Readers must not treat an invalid record as
+    absent (records.validity)."""
     records: list[dict] = []
-    problems: list[Problem] = []
+    invalid: list[Invalid] = []
     for path in resolve_inputs(paths):
         with open(path, encoding="utf-8", errors="replace") as fh:
             for number, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue
+                record = None
                 try:
-                    record = json.loads(line)
-                    if not isinstance(record, dict):
-                        raise RecordError("not a JSON object")
+                    record = validity.parse_line(line)
                     validate(record)
-                except json.JSONDecodeError as exc:
-                    problems.append(Problem(str(path), number, f"malformed JSON ({exc.msg})"))
-                    continue
                 except RecordError as exc:
-                    problems.append(Problem(str(path), number, str(exc)))
+                    invalid.append(Invalid(str(path), number, str(exc), record))
                     continue
                 records.append(record)
-    return records, problems
+    return records, invalid
 
 
 def sweep_id_of(path: Path) -> str | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from scalebench.analysis import aggregate, scaling_model, stats
 from scalebench.records.results import Problem
+from scalebench.records.validity import Invalid
 from scalebench.report import best as best_model
 from scalebench.report import energy as energy_model
 from scalebench.report import losses as losses_model
@@ -116,7 +117,7 @@ def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
             "Each framework's own allreduce per message size: algbw = bytes / time, busbw = "
             "algbw x 2(N-1)/N (as nccl-tests). Warm-up, trials and 95% intervals as for the "
             "training runs; a trial's time is the slowest rank's.",)),
-        Section(PROBLEMS, "Failed, timed-out and skipped runs"),
+        Section(PROBLEMS, "Failed, timed-out, invalid and skipped runs"),
         Section(ENVIRONMENT, "Environment"),
         Section(METHOD, "Method", (
             "**Weak scaling** (the default): each worker keeps the same batch, so the global "
@@ -358,7 +359,7 @@ class ReportModel:
 
 # ---------------------------------------------------------------- building it
 
-def build(records: list[dict], problems: Sequence[Problem], link: scaling_model.Link | None = None,
+def build(records: list[dict], problems: Sequence[Problem | str], link: scaling_model.Link | None = None,
           alpha: float = 0.05, title: str = TITLE) -> ReportModel:
     """Everything the reports show; aggregate.summary_rows is called exactly once."""
     rows = aggregate.summary_rows(records)
@@ -369,8 +370,9 @@ def build(records: list[dict], problems: Sequence[Problem], link: scaling_model.
         title=title,
         sections=sections(bool(problems), alpha),
         input_problems=tuple(str(p) for p in problems),
-        record_count=len(records),
-        counts={s: sum(1 for r in records if r.get("status") == s) for s in STATUSES},
+        record_count=len(records) + sum(1 for p in problems if isinstance(p, Invalid)),
+        counts={**{s: sum(1 for r in records if r.get("status") == s) for s in STATUSES},
+                "invalid": sum(1 for p in problems if isinstance(p, Invalid))},
         rows=tuple(rows),
         groups=groups,
         noisy=tuple(r for r in rows if r["noisy"]),
@@ -378,7 +380,7 @@ def build(records: list[dict], problems: Sequence[Problem], link: scaling_model.
         comparisons=_comparisons(groups, alpha),
         modelled=modelled,
         allreduce=tuple(aggregate.latest_allreduce_points(records)),
-        failures=_failures(records),
+        failures=_failures(records) + _invalid(problems),
         environments=_environments(records),
         settings=tuple(sorted({(r["scaling"], r["warmup"], r["trials"], r["iters"],
                                 r.get("repeats") or 1)
@@ -485,6 +487,13 @@ def _modelled(rows: list[dict], choose: losses_model.Chooser) -> tuple[Modelled,
 SUPERSEDED = "; this launch also has an ok record, which the tables use"
 
 
+def _what(r: dict) -> str:
+    """The model a record ran, or the allreduce message size it measured."""
+    size = r.get("size_bytes")
+    return r.get("model") or (f"allreduce {units.format_size(size)}"
+                              if r.get("kind") == "allreduce" and isinstance(size, int) else "")
+
+
 def _failures(records: list[dict]) -> tuple[Failure, ...]:
     """Every record that is not ok; a train launch that also has an ok record (run again, e.g.
     with --resume) says so."""
@@ -493,8 +502,7 @@ def _failures(records: list[dict]) -> tuple[Failure, ...]:
     for r in records:
         if r.get("status") == "ok":
             continue
-        what = r.get("model") or (f"allreduce {units.format_size(r['size_bytes'])}"
-                                  if r.get("kind") == "allreduce" and "size_bytes" in r else "")
+        what = _what(r)
         again = r.get("kind") == "train" and \
             (identity.config_key(r), aggregate.repeat_of(r)) in ok
         out.append(Failure(str(r.get("run_id", r.get("kind"))), str(r.get("framework") or ""),
@@ -502,6 +510,20 @@ def _failures(records: list[dict]) -> tuple[Failure, ...]:
                            str(r.get("error") or "no reason recorded") + (SUPERSEDED if again
                                                                          else ""),
                            str(r.get("stderr_tail") or "")))
+    return tuple(out)
+
+
+def _invalid(problems: Sequence[Problem | str]) -> tuple[Failure, ...]:
+    """Every invalid record (records.validity), as a broken run beside the failed ones: what
+    could be read of it, and where and why it is invalid."""
+    out = []
+    for p in problems:
+        if not isinstance(p, Invalid):
+            continue
+        r = p.record or {}
+        out.append(Failure(str(r.get("run_id") or p.where), str(r.get("framework") or ""),
+                           str(_what(r)), str(r.get("world_size", "")), "invalid",
+                           f"{p.where}: {p.reason}", ""))
     return tuple(out)
 
 

@@ -13,7 +13,6 @@ Sizes K/M/G are powers of two, as in nccl-tests (1M = 1,048,576 bytes).
 
 from __future__ import annotations
 
-import math
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +21,7 @@ from typing import Any, ClassVar
 
 from scalebench.analysis import stats
 from scalebench.frameworks.base import LaunchOutcome
+from scalebench.records import validity
 from scalebench.records.schema import LAUNCH_FIELDS, RecordError, check_fields, launch_fields
 from scalebench.spec import identity, units
 from scalebench.spec.errors import UserError
@@ -160,11 +160,7 @@ def validate_fields(record: dict[str, Any]) -> None:
     if record["size_bytes"] <= 0:
         raise RecordError("size_bytes must be above 0")
     if record.get("status") == "ok":
-        trial = record["trial_seconds"]
-        if len(trial) != record["trials"]:
-            raise RecordError("trial_seconds does not have one value per trial")
-        if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in trial):
-            raise RecordError("trial_seconds has a non-positive or non-finite value")
+        validity.check_values("trial_seconds", record["trial_seconds"], record["trials"])
 
 
 def build_records(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_reason: str = ""

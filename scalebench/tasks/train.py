@@ -17,10 +17,10 @@ from scalebench.analysis import mfu, stats
 from scalebench.frameworks.base import LaunchOutcome
 from scalebench.hardware import devices, energy
 from scalebench.models import flops, workloads
+from scalebench.records import validity
 from scalebench.records.schema import (
     LAUNCH_FIELDS,
     OPTIONAL_TRAIN_FIELDS,
-    RecordError,
     check_fields,
     check_optional,
     launch_fields,
@@ -107,6 +107,22 @@ OK_FIELDS: dict[str, tuple[type, ...]] = {
     "startup_seconds": (float, type(None)),
     "hosts": (list,),
 }
+
+
+# Counts and sizes every train record must hold as positive numbers, and the measured values
+# every ok record must (records.validity: what makes a record invalid).
+POSITIVE_FIELDS = ("world_size", "nodes", "batch_size", "global_batch", "image_size", "iters",
+                   "trials")
+OK_POSITIVE_FIELDS = ("images_per_sec", "per_worker_images_per_sec")
+
+
+def check_measurements(record: dict[str, Any]) -> None:
+    """An ok record's measured values: positive and finite, one per trial and one per rank."""
+    validity.check_positive(record, OK_POSITIVE_FIELDS)
+    trials, world = record["trials"], record["world_size"]
+    validity.check_values("trial_images_per_sec", record["trial_images_per_sec"], trials)
+    validity.check_per_rank("per_rank_images_per_sec", record["per_rank_images_per_sec"], world)
+    validity.check_per_rank("window_seconds", record["window_seconds"], world, trials)
 
 
 def default_workers(maximum: int, nnodes: int = 1) -> tuple[int, ...]:
@@ -404,12 +420,9 @@ class TrainTask(Task):
         check_fields(record, fields)
         check_optional(record, mfu.RECORD_FIELDS)
         check_optional(record, OPTIONAL_TRAIN_FIELDS)
+        validity.check_positive(record, POSITIVE_FIELDS)
         if record["status"] == "ok":
-            if len(record["trial_images_per_sec"]) != record["trials"]:
-                raise RecordError("trial_images_per_sec does not have one value per trial")
-            if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0
-                       for v in record["trial_images_per_sec"]):
-                raise RecordError("trial_images_per_sec has a non-positive or non-finite value")
+            check_measurements(record)
 
     def label(self, job: Job) -> str:
         return (f"{job.task.model} {job.launch.framework} x{job.launch.world_size} "

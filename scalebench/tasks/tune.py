@@ -10,12 +10,12 @@ framework reported for the settings it ran with.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from scalebench.analysis import stats
 from scalebench.frameworks.base import LaunchOutcome
+from scalebench.records import validity
 from scalebench.records.schema import LAUNCH_FIELDS, RecordError, check_fields, launch_fields
 from scalebench.spec import identity
 from scalebench.spec.launch import Job
@@ -118,10 +118,8 @@ class TuneTask(Task):
             if set(rates) != names:
                 raise RecordError("candidate_images_per_sec does not name every candidate")
             for name, values in rates.items():
-                if len(values) != record["rounds"] or not all(
-                        isinstance(v, (int, float)) and math.isfinite(v) and v > 0
-                        for v in values):
-                    raise RecordError(f"candidate {name}: not one positive rate per round")
+                validity.check_values(f"candidate {name}'s images/s", values, record["rounds"],
+                                      per="round")
 
     def label(self, job: Job) -> str:
         spec: TuneSpec = job.task
