@@ -176,7 +176,7 @@ def test_missing_configurations_are_counted_named_and_fail_with_require_all(tmp_
                        str(tmp_path / "c.md"))
     assert code == 0
     summary = next(line for line in out.splitlines() if line.startswith("passed"))
-    assert f"1 configuration missing from {cur} (passes; --require-all fails on it): {x4}" in summary
+    assert f"1 configuration missing from {cur} (allowed; --require-all fails on it): {x4}" in summary
     markdown = (tmp_path / "c.md").read_text()
     assert f"**1 configuration missing from {cur}" in markdown and f"- {x4}" in markdown
     code, out, _ = run(capsys, "compare", str(base), str(cur), "--require-all")

@@ -583,7 +583,7 @@ def missing_head(c: Comparison) -> str:
     n = len(c.missing)
     if not n:
         return ""
-    verb = "fails" if c.require_all else "passes; --require-all fails"
+    verb = "fails" if c.require_all else "allowed; --require-all fails"
     return (f"{n} configuration{'s' if n != 1 else ''} missing from {c.current_label} "
             f"({verb} on {'it' if n == 1 else 'them'})")
 
@@ -622,7 +622,7 @@ def render_text(c: Comparison) -> str:
     lines.append(summary_line(c))
     for v in c.gating:
         what = f"{v.change_pct:+.1f}% ({_test(v)})" if v.verdict == "regression" else v.reason
-        lines.append(f"  {v.verdict}: {v.metric} of {v.config}: {what}")
+        lines.append(f"  {v.verdict}: {v.metric + ' of ' if v.key else ''}{v.config}: {what}")
     return "\n".join(lines)
 
 
