@@ -71,6 +71,19 @@ def test_change_points_smoke():
     assert [r[0] for r in rows] == ["iid:10", "ar0.5", "slide3x8"], out
     assert all(0.0 <= float(x) <= 1.0 for r in rows for x in r[1:])
 
+def test_ci_history_smoke():
+    out = smoke("ci_history.py", timeout=300).stdout
+    present, expected = figure(r"^\| sweeps present exactly once \| (\d+) of (\d+) \|", out)
+    assert present == expected == 4
+    assert figure(r"^\| rows lost / doubled \| (\d+) / (\d+) \|", out) == [0, 0]
+    (ratio,) = figure(r"^\| crowd wall / adds \| \d+\.\d+ s \((\d+\.\d+)x lone\)", out)
+    assert ratio > 0
+    checks = re.findall(r"^\| (file|git) \(\d+ MB before\) \| PASS: (\d+) of (\d+) rows of the "
+                        r"last 30 days kept, 0 older rows kept;", out, re.MULTILINE)
+    assert [c[0] for c in checks] == ["file", "git"], out
+    assert all(c[1] == c[2] and int(c[1]) > 0 for c in checks)
+
+
 def test_harness_overhead_smoke():
     out = smoke("harness_overhead.py").stdout
     assert ("resnet101 32px batch 2 on cpu, 1 threads, 2 timed steps per measurement, "

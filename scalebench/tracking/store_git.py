@@ -68,6 +68,7 @@ class GitStore:
         self.cache = root / "history-git" / key
         self.spool = root / "history-spool" / key / "pending.jsonl"
         self._seen: set[str] | None = None
+        self.refused = 0  # pushes the remote refused so far (benchmarks/ci_history.py counts)
         self._check_branch()
 
     # ------------------------------------------------------------ git
@@ -156,6 +157,7 @@ class GitStore:
             text = edit(self._read(tip))
             if text is None or self._push(self._commit(tip, text, message)):
                 return
+            self.refused += 1
             left = deadline - time.monotonic()
             if left <= 0:
                 raise UserError(f"--store {self.location!r}: {what}: the push was refused "
