@@ -72,9 +72,8 @@ def line_name(line: tuple) -> str:
 
 
 def accepted_text(c: hc.Change) -> str:
-    """Who accepted the change and why ("" when no one did)."""
-    mark = getattr(c, "accepted", None)
-    return "" if mark is None else mark.text
+    """The accepted range and its reason (history accept), "" when no one accepted it."""
+    return "" if c.accepted is None else c.accepted.text
 
 
 class _Scale:

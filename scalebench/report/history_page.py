@@ -31,6 +31,8 @@ SWITCH = ('<input type="checkbox" id="only-regressions">'
 
 
 def _verdict(c: hc.Change) -> str:
+    if c.accepted is not None:
+        return f'<span class="badge" title="{esc(c.accepted.text)}">accepted {esc(c.verdict)}</span>'
     if c.verdict == "regression":
         css = "bad" if c.new else "noisy"
         return f'<span class="badge {css}">{esc(c.verdict)}{" (new)" if c.new else ""}</span>'
