@@ -205,3 +205,17 @@ def test_every_record_written_or_committed_stays_valid():
     # the value rules must not turn a real measurement into an invalid one
     records, invalid = results.load([REFERENCE])
     assert records and not invalid
+
+
+@pytest.mark.parametrize("bad", [0.0, -19.0, math.nan])
+def test_history_detect_rejects_a_bad_value_already_in_a_store(tmp_path, capsys, bad):
+    store = tmp_path / "history.jsonl"
+    code, _, _ = run(capsys, "history", "add", str(write(tmp_path / "ok.jsonl")), "--store",
+                     str(store))
+    assert code == 0
+    rows = [json.loads(line) for line in store.read_text().splitlines()]
+    rows[-1]["trial_images_per_sec"][1] = bad  # a row written by hand or by an older scalebench
+    store.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, err = run(capsys, "history", "detect", "--store", str(store))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"trial_images_per_sec holds {bad!r}, not a finite number above 0" in err

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from pathlib import Path
 from scalebench import frameworks
 from scalebench.analysis import aggregate, compare, stats
 from scalebench.hardware import topology
+from scalebench.records import validity
 from scalebench.spec import identity
 from scalebench.spec.errors import UserError
 from scalebench.tracking import store, store_file
@@ -235,15 +235,10 @@ def sweep_groups(rows: Iterable[dict]) -> list[list[dict]]:
     return list(groups.values())
 
 
-def _finite(value: object) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
-
-
 def _check_values(rows: list[dict], metric: str, panel: tuple, line: tuple) -> None:
-    """A missing, NaN or infinite value in a point's rows is a UserError naming the series
-    (metric and configuration) and the point (commit, sweep): no trend or change is drawn
-    through a value that is not a number."""
+    """A missing, NaN, infinite, zero or negative value in a point's rows (records.validity's
+    rule for a measured value) is a UserError naming the series (metric and configuration) and
+    the point (commit, sweep): no trend or change is drawn through a broken measurement."""
     for row in rows:
         if metric == "throughput":
             fields = ("trial_images_per_sec",)
@@ -254,13 +249,13 @@ def _check_values(rows: list[dict], metric: str, panel: tuple, line: tuple) -> N
         if metric == "efficiency" and row.get("efficiency") is not None:
             values.append(("efficiency", row["efficiency"]))
         for field, value in values:
-            if not _finite(value):
+            if not validity.is_positive(value):
                 where = (f"commit {row.get('commit') or 'unknown'}"
                          + (f", sweep {row['sweep_id']}" if row.get("sweep_id") else "")
                          + f", {row.get('timestamp') or row.get('added_at') or 'no time'}")
                 raise UserError(f"history store: {metric} of {panel_title(panel)} "
                                 f"{line_label(line)} at {where}: {field} holds {value!r}, not a "
-                                "finite number; remove or correct that row")
+                                "finite number above 0; remove or correct that row")
 
 
 def _samples(rows: list[dict], metric: str) -> stats.Samples:
