@@ -332,3 +332,19 @@ def test_store_entries_keep_accepted_out_of_run_rows(tmp_path):
     assert [a["id"] for a in accepted] == ["a1"] and len(runs) == 1
     assert json.loads(path.read_text().splitlines()[-1])["history_version"] == \
         history.HISTORY_VERSION
+
+
+def test_line_ids_parse_only_what_was_appended_since_the_last_read():
+    from scalebench.tracking import store_format
+
+    old = store_format.encode(store_format.fresh([{"id": "a"}, {"id": "b"}], set())) + "junk\n"
+    known = (old, store_format.line_ids(old, "s"))
+    assert known[1] == ["a", "b", None]
+    grown = old + store_format.encode(store_format.fresh([{"id": "c"}], set()))
+    # the known prefix's ids are taken as they were read: a lie about them shows that
+    assert store_format.line_ids(grown, "s", (old, ["x", "y", None])) == ["x", "y", None, "c"]
+    assert store_format.line_ids(grown, "s", ("other\n", ["z"])) == ["a", "b", None, "c"]
+    text, removed = store_format.without(grown, {"b", "c"}, "s", known)
+    assert removed == 2 and text == old.splitlines(keepends=True)[0] + "junk\n"
+    with pytest.raises(UserError, match="line 5 has history_version 2"):
+        store_format.line_ids(grown + '{"history_version": 2, "id": "d"}\n', "s", known)

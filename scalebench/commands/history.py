@@ -131,10 +131,10 @@ def run_prune(args: argparse.Namespace) -> int:
     if not (plan.removed or plan.removed_accepted):
         print(f"nothing to remove from {args.store}; {stay}")
     elif args.dry_run:
-        print(f"would remove {plan.summary()} from {args.store}; {stay}")
+        print(f"would remove {plan.summary} from {args.store}; {stay}")
     else:
-        target.rewrite(plan.keep, f"prune: {plan.summary()}")
-        print(f"removed {plan.summary()} from {args.store}; {stay}")
+        target.rewrite(plan.keep, f"prune: {plan.summary}")
+        print(f"removed {plan.summary} from {args.store}; {stay}")
     return 0
 
 

@@ -185,10 +185,18 @@ class Point:
 def _when(row: dict) -> datetime:
     for text in (row.get("timestamp"), row.get("added_at")):
         try:
-            return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S%z")
+            return _stamp(text)
         except (TypeError, ValueError):
             continue
     return datetime.fromtimestamp(0).astimezone()
+
+
+def _stamp(text: str) -> datetime:
+    """A record's time, %Y-%m-%dT%H:%M:%S%z; that exact shape through fromisoformat, which reads
+    it about 100 times faster than strptime (pruning a large store reads every row's)."""
+    if len(text) == 24 and text[10] == "T" and text[19] in "+-":
+        return datetime.fromisoformat(text)
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S%z")
 
 
 def row_time(row: dict) -> datetime:

@@ -19,7 +19,8 @@ class FileStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.location = str(path)
-        self._seen: set[str] | None = None  # ids at the last entries()
+        self._seen: set[str] | None = None  # the entry ids of the last entries()
+        self._known: tuple[str, list[str | None]] | None = None  # text parsed last, its ids
 
     @contextlib.contextmanager
     def _lock(self, exclusive: bool) -> Iterator[None]:
@@ -50,16 +51,17 @@ class FileStore:
                             "`scalebench history add RESULTS --store FILE`")
         with self._lock(exclusive=False):
             text = self._text()
-        found, problems = store.parse_lines(text.splitlines(), self.location)
-        self._seen = {e.get("id") for e in found if e.get("id")}
+        found, problems, ids = store.scan(text.splitlines(), self.location)
+        self._known, self._seen = (text, ids), set(ids) - {None}
         return found, problems
 
     def add_entries(self, entries: list[dict], message: str = "") -> tuple[int, int]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock(exclusive=True):
             text = self._text()
-            present, _ = store.parse_lines(text.splitlines(), self.location)
-            new = store.fresh(entries, {e.get("id") for e in present})
+            ids = store.line_ids(text, self.location, self._known)
+            self._known = (text, ids)
+            new = store.fresh(entries, set(ids) - {None})
             with open(self.path, "a", encoding="utf-8") as fh:
                 if text and not text.endswith("\n"):
                     fh.write("\n")  # a line cut short by a crash stays on a line of its own
@@ -73,7 +75,7 @@ class FileStore:
             self.entries()
         drop = (self._seen or set()) - {e.get("id") for e in keep}
         with self._lock(exclusive=True):
-            text, removed = store.without(self._text(), drop)
+            text, removed = store.without(self._text(), drop, self.location, self._known)
             if removed:
                 atomic.write_text(self.path, text)
         return removed

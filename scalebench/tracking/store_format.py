@@ -29,8 +29,17 @@ def cache_root() -> Path:
 def parse_lines(lines: Iterable[str], label: str) -> tuple[list[dict], list[str]]:
     """Entries of JSONL text; unknown format versions are refused, malformed lines reported
     as `label:LINE: skipped: why`."""
-    entries, problems = [], []
-    for number, line in enumerate(lines, start=1):
+    entries, problems, _ = scan(lines, label)
+    return entries, problems
+
+
+def scan(lines: Iterable[str], label: str, first: int = 1
+         ) -> tuple[list[dict], list[str], list[str | None]]:
+    """parse_lines, and each line's entry id (None for a line that is not an entry), so that a
+    later add or rewrite need not parse the same lines again (line_ids). first: the first
+    line's number."""
+    entries, problems, ids = [], [], []
+    for number, line in enumerate(lines, start=first):
         entry, problem = _parse(line)
         if problem == "version":
             raise UserError(
@@ -41,7 +50,8 @@ def parse_lines(lines: Iterable[str], label: str) -> tuple[list[dict], list[str]
             problems.append(f"{label}:{number}: skipped: {problem}")
         elif entry is not None:
             entries.append(entry)
-    return entries, problems
+        ids.append(entry.get("id") if entry is not None and not problem else None)
+    return entries, problems, ids
 
 
 def _parse(line: str) -> tuple[dict | None, str]:
@@ -57,12 +67,6 @@ def _parse(line: str) -> tuple[dict | None, str]:
     if entry["history_version"] != HISTORY_VERSION:
         return entry, "version"
     return entry, ""
-
-
-def line_id(line: str) -> str | None:
-    """The id of an entry line; None for anything else (kept as it is by a rewrite)."""
-    entry, problem = _parse(line)
-    return None if entry is None or problem else entry.get("id")
 
 
 def encode(entries: Iterable[dict]) -> str:
@@ -84,12 +88,29 @@ def fresh(entries: list[dict], present: set[str]) -> list[dict]:
     return out
 
 
-def without(text: str, drop: set[str]) -> tuple[str, int]:
+def line_ids(text: str, label: str, known: tuple[str, list[str | None]] | None = None
+             ) -> list[str | None]:
+    """Each line's entry id (None for a line that is not an entry). known: (text read earlier,
+    its ids): while `text` still begins with it (a store only appends between a read and the
+    next write) only the lines after it are parsed."""
+    lines = text.splitlines()
+    ids: list[str | None] = []
+    if known is not None and text.startswith(known[0]) and \
+            len(known[1]) == len(known[0].splitlines()):
+        ids = list(known[1])
+        if ids and not known[0].endswith("\n"):
+            ids.pop()  # that last line may have grown since: read it again
+    return ids + scan(lines[len(ids):], label, first=len(ids) + 1)[2]
+
+
+def without(text: str, drop: set[str], label: str,
+            known: tuple[str, list[str | None]] | None = None) -> tuple[str, int]:
     """JSONL text without the entry lines whose id is in drop (every other line kept as it
-    is), and how many lines it removed."""
+    is), and how many lines it removed. known: as for line_ids."""
     kept, removed = [], 0
-    for line in text.splitlines(keepends=True):
-        if line_id(line) in drop:
+    for line, entry_id in zip(text.splitlines(keepends=True), line_ids(text, label, known),
+                              strict=True):
+        if entry_id is not None and entry_id in drop:
             removed += 1
         else:
             kept.append(line if line.endswith("\n") else line + "\n")

@@ -31,7 +31,7 @@ from scalebench.tracking import store_format as store
 
 IDENTITY = ("-c", "user.name=scalebench", "-c", "user.email=scalebench@localhost")
 NETWORK_TIMEOUT = 120.0  # seconds one fetch or push may take
-BACKOFF_FIRST, BACKOFF_CAP = 0.05, 2.0  # seconds: the first retry's ceiling, the largest
+BACKOFF_FIRST, BACKOFF_CAP = 0.05, 2.0  # seconds: the shortest first window, the longest
 _MISSING = ("couldn't find remote ref", "could not find remote ref")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^[^/:]+@[^/:]+:")  # scheme:// or user@host:
 
@@ -67,7 +67,8 @@ class GitStore:
         root = store.cache_root()
         self.cache = root / "history-git" / key
         self.spool = root / "history-spool" / key / "pending.jsonl"
-        self._seen: set[str] | None = None
+        self._seen: set[str] | None = None  # the entry ids of the last entries()
+        self._known: tuple[str, list[str | None]] | None = None  # text parsed last, its ids
         self.refused = 0  # pushes the remote refused so far (benchmarks/ci_history.py counts)
         self._check_branch()
 
@@ -153,18 +154,22 @@ class GitStore:
         (nothing to change) or the push timeout passes (a UserError)."""
         deadline = time.monotonic() + self.push_timeout
         for attempt in range(1, 1_000_000):
+            began = time.monotonic()
             tip = self._fetch()
             text = edit(self._read(tip))
             if text is None or self._push(self._commit(tip, text, message)):
                 return
             self.refused += 1
+            took = time.monotonic() - began
             left = deadline - time.monotonic()
             if left <= 0:
                 raise UserError(f"--store {self.location!r}: {what}: the push was refused "
                                 f"{attempt} times in {self.push_timeout:g} s (others writing "
                                 "the branch; --push-timeout allows longer)")
-            time.sleep(min(left, random.uniform(0, min(BACKOFF_CAP,
-                                                       BACKOFF_FIRST * 2 ** (attempt - 1)))))
+            # full jitter over a window that doubles from one attempt's own duration: the
+            # writers that lost spread out over about as many attempts as there are of them
+            window = min(BACKOFF_CAP, max(BACKOFF_FIRST, took) * 2 ** (attempt - 1))
+            time.sleep(min(left, random.uniform(0, window)))
 
     # ------------------------------------------------------------ spool
 
@@ -190,7 +195,8 @@ class GitStore:
     def _unspool(self, ids: set[str]) -> None:
         with _flock(self.spool.with_name("spool.lock")):
             if self.spool.is_file():
-                text, _ = store.without(self.spool.read_text(encoding="utf-8"), ids)
+                text, _ = store.without(self.spool.read_text(encoding="utf-8"), ids,
+                                        str(self.spool))
                 if text.strip():
                     self.spool.write_text(text, encoding="utf-8")
                 else:
@@ -204,8 +210,8 @@ class GitStore:
             raise UserError(f"history store {self.location!r} does not exist: the repository has "
                             f"no branch {self.branch!r}; create it with "
                             "`scalebench history add RESULTS --store git:REPO#BRANCH`")
-        found, problems = store.parse_lines(text.splitlines(), self.location)
-        self._seen = {e.get("id") for e in found if e.get("id")}
+        found, problems, ids = store.scan(text.splitlines(), self.location)
+        self._known, self._seen = (text, ids), set(ids) - {None}
         return found, problems
 
     def add_entries(self, entries: list[dict], message: str = "") -> tuple[int, int]:
@@ -215,9 +221,9 @@ class GitStore:
         counts = {"added": 0}
 
         def append(text: str | None) -> str | None:
-            present = {e.get("id") for e in store.parse_lines(
-                (text or "").splitlines(), self.location)[0]}
-            new = store.fresh(pending, present)
+            held = store.line_ids(text or "", self.location, self._known)
+            self._known = (text or "", held)
+            new = store.fresh(pending, set(held) - {None})
             counts["added"] = len([e for e in new if e["id"] in ids])
             if not new:
                 return None
@@ -243,7 +249,7 @@ class GitStore:
         removed = {"n": 0}
 
         def remove(text: str | None) -> str | None:
-            new, removed["n"] = store.without(text or "", drop)
+            new, removed["n"] = store.without(text or "", drop, self.location, self._known)
             return new if removed["n"] else None
 
         if drop:
