@@ -111,9 +111,10 @@ def test_git_store_add_read_and_again(tmp_path, capsys, monkeypatch):
     assert git(repo, "rev-list", "--count", "scalebench-history").strip() == "1"
     rows, _ = history.load_store(store.open_store(where))
     assert len(rows) == 2 and {r["branch"] for r in rows} == {"main"}
-    # a reader in another cache (another runner) reads the same rows
+    # a reader in another cache (another runner), through a file:// URL, reads the same rows
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "other-cache"))
-    assert sorted(ids_of(where)) == sorted(r["id"] for r in rows)
+    assert sorted(ids_of(f"git:file://{repo}#scalebench-history")) == \
+        sorted(r["id"] for r in rows)
 
 
 def test_two_processes_adding_at_once_lose_and_duplicate_nothing(tmp_path):
@@ -209,6 +210,14 @@ def test_bad_git_stores_are_one_line_and_exit_2(tmp_path, capsys):
                                                f"git:{repo}#hist")
     assert "--push-timeout" in one_error(capsys, "history", "add", str(results), "--store",
                                          f"git:{repo}#hist", "--push-timeout", "0")
+    # a refusal that is not a lost race (here a hook) ends at once, the rows kept
+    hook = tmp_path / "h.git" / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'branch is protected' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    began = time.monotonic()
+    err = one_error(capsys, "history", "add", str(results), "--store", f"git:{repo}#hist")
+    assert "refused the push: remote: branch is protected" in err and "2 rows wait" in err
+    assert time.monotonic() - began < 10
 
 
 # ---------------------------------------------------------------- the file store

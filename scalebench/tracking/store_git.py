@@ -33,6 +33,9 @@ IDENTITY = ("-c", "user.name=scalebench", "-c", "user.email=scalebench@localhost
 NETWORK_TIMEOUT = 120.0  # seconds one fetch or push may take
 BACKOFF_FIRST, BACKOFF_CAP = 0.05, 2.0  # seconds: the shortest first window, the longest
 _MISSING = ("couldn't find remote ref", "could not find remote ref")
+# what git says when another push moved the branch first
+_RACE = ("fetch first", "non-fast-forward", "cannot lock ref", "failed to update ref",
+         "incorrect old value", "stale info")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^[^/:]+@[^/:]+:")  # scheme:// or user@host:
 
 
@@ -144,10 +147,16 @@ class GitStore:
                          message).strip()
 
     def _push(self, commit: str) -> bool:
-        """True when the remote took the commit as the branch's new tip; False when it refused
-        (another writer got there first: not a fast-forward, or its ref was locked)."""
-        return self._git("push", "--quiet", self.repo,
-                         f"{commit}:refs/heads/{self.branch}").returncode == 0
+        """True when the remote took the commit as the branch's new tip; False when another
+        writer got there first (not a fast-forward, its ref locked or moved); any other refusal
+        (no permission, a protected branch, a hook) is a UserError at once."""
+        proc = self._git("push", "--quiet", self.repo, f"{commit}:refs/heads/{self.branch}")
+        if proc.returncode == 0:
+            return True
+        if any(m in proc.stderr.lower() for m in _RACE):
+            return False
+        raise UserError(f"--store {self.location!r}: the repository refused the push: "
+                        f"{_first_line(proc.stderr)}")
 
     def _change(self, edit: Callable[[str | None], str | None], message: str, what: str) -> None:
         """fetch -> edit the text -> commit -> push until a push succeeds, edit returns None
