@@ -84,6 +84,17 @@ def test_ci_history_smoke():
     assert all(c[1] == c[2] and int(c[1]) > 0 for c in checks)
 
 
+def test_ci_gate_smoke():
+    out = smoke("ci_gate.py").stdout
+    assert "histories: 3 per phi, 12 sweeps of 6 configurations" in out
+    rows = re.findall(r"^(0\.5|0\.8)\s+(pooled|single)\s+(\d+\.\d\d)%", out, re.MULTILINE)
+    assert [(r[0], r[1]) for r in rows] == [("0.5", "pooled"), ("0.5", "single"),
+                                           ("0.8", "pooled"), ("0.8", "single")], out
+    assert all(0.0 <= float(r[2]) <= 100.0 for r in rows)
+    exits = [int(x) for x in re.findall(r"exits (\d)", out)]
+    assert exits == [1, 0, 0, 1], out  # step; accept; detect after it; a second step
+
+
 def test_harness_overhead_smoke():
     out = smoke("harness_overhead.py").stdout
     assert ("resnet101 32px batch 2 on cpu, 1 threads, 2 timed steps per measurement, "

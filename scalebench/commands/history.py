@@ -1,6 +1,7 @@
 """scalebench history add RESULTS... --store STORE [--branch B] | history plot --store STORE
 --out DIR | history detect --store STORE [--metric ...] [--alpha] [--min-magnitude PCT]
 [--last K] [--markdown FILE] | history prune --store STORE --keep-days N | --keep-points N
+| history accept A..B --reason TEXT [--config WORDS ...] --store STORE
 
 STORE is a JSONL file or git:REPO#BRANCH (tracking/store.py).
 
@@ -16,11 +17,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from scalebench.commands import history_export
+from scalebench.commands import history_accept, history_export
 from scalebench.commands.compare import write_markdown
 from scalebench.records import results
 from scalebench.spec.errors import UserError
-from scalebench.tracking import branch, changepoints, history, history_changes, prune, store
+from scalebench.tracking import accepted, branch, changepoints, history, history_changes, prune, store
 
 STORE_HELP = "history store written by `history add`: a JSONL file or git:REPO#BRANCH"
 
@@ -91,6 +92,7 @@ def register(sub) -> None:
     _push_option(r)
     r.set_defaults(run=run_prune)
     history_export.register(actions, STORE_HELP, _load)
+    history_accept.register(actions, STORE_HELP)
 
 
 def run_add(args: argparse.Namespace) -> int:
@@ -146,11 +148,20 @@ def _load(text: str) -> list[dict]:
     return rows
 
 
+def _load_accepted(text: str) -> tuple[list[dict], tuple[accepted.Accepted, ...]]:
+    """The run rows and the accepted changes (history accept) of the store."""
+    entries, problems = store.open_store(text).entries()
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    rows, accepts = history.split_entries(entries)
+    return rows, accepted.from_entries(accepts)
+
+
 def run_detect(args: argparse.Namespace) -> int:
     history_changes.check_settings(args.alpha, args.min_magnitude, args.last)
-    rows = _load(args.store)
+    rows, accepts = _load_accepted(args.store)
     found = history_changes.find(rows, args.metric, args.alpha, args.min_magnitude, args.last,
-                                 label=args.store)
+                                 label=args.store, accepts=accepts)
     if not found.series:
         raise UserError(f"history store {args.store!r} holds no successful run to judge")
     print(history_changes.render_text(found))
@@ -162,9 +173,9 @@ def run_plot(args: argparse.Namespace) -> int:
     from scalebench.report import history_page
 
     history_changes.check_settings(args.alpha, args.min_magnitude, args.last)
-    rows = _load(args.store)
+    rows, accepts = _load_accepted(args.store)
     found = history_changes.find(rows, alpha=args.alpha, min_magnitude=args.min_magnitude,
-                                 last=args.last, label=args.store)
+                                 last=args.last, label=args.store, accepts=accepts)
     detections = {m: history_changes.by_line(found, m) for m in found.metrics}
     written, marks = history.plot(rows, Path(args.out), args.threshold, args.alpha, detections,
                                   point_marks=args.point_to_point)
