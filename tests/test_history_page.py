@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from scalebench import cli
-from scalebench.tracking import history
+from scalebench.tracking import accepted, history
 from tests.conftest import fake_record
 from tests.test_changepoints import add_series
 from tests.test_report_html import assert_screenshot, browser_check, needs_chromium
@@ -93,7 +93,8 @@ window.addEventListener('load', function () {
 def efficiency_store(path, sweeps: int = 12, drop_at: int = 6):
     """ddp at 1, 2 and 4 workers and horovod at 1 and 2, a sweep a day; from sweep `drop_at` on,
     ddp's 4-worker run is 15% slower (an efficiency regression of that line only) and
-    horovod's 2-worker run 12% faster (an improvement)."""
+    horovod's 2-worker run 12% faster (an improvement); from sweep 3 on ddp's 2-worker run is
+    10% slower, and that change is accepted."""
     rng = random.Random(3)
     for k in range(sweeps):
         records = []
@@ -101,12 +102,17 @@ def efficiency_store(path, sweeps: int = 12, drop_at: int = 6):
             for w in workers:
                 moved = k >= drop_at and (framework, w) in (("ddp", 4), ("horovod", 2))
                 mean = 10.0 * w * (0.8 if w > 1 else 1.0) * (
-                    (0.85 if framework == "ddp" else 1.12) if moved else 1.0)
+                    (0.85 if framework == "ddp" else 1.12) if moved else 1.0) * (
+                    0.9 if (framework, w) == ("ddp", 2) and k >= 3 else 1.0)
                 records.append(fake_record(
                     tuple(mean * (1 + rng.gauss(0, 0.004)) for _ in range(3)), framework=framework,
                     world_size=w, env={"git_commit": f"c{k}"}, sweep_id=f"s{k}",
                     timestamp=f"2026-02-{k + 1:02d}T00:00:00+0000"))
         history.add(path, records)
+    rows, _ = history.load_store(path)
+    with open(path, "a") as fh:
+        fh.write(json.dumps(accepted.entry("c2..c3", "new default bucket size", ["ddp x2"], rows,
+                                           "2026-02-20T00:00:00+0000")) + "\n")
     return path
 
 
@@ -134,6 +140,15 @@ def test_one_efficiency_chart_per_model_and_framework_with_a_line_per_worker_cou
     (band,) = re.findall(r'<g class="change regression"><title>(.*?)</title>', ddp)
     assert band.startswith("x4: regression of -15") and band.endswith("at c5..c6")
     assert '<tr class="regression"><td>regression (new)</td><td>x4</td><td>c5..c6</td>' in ddp
+    # the 2-worker line's accepted step: grey, struck through, with the reason
+    (band,) = re.findall(r'<g class="change accepted"><title>(.*?)</title>', ddp)
+    assert band.startswith("x2: regression of -10") and band.endswith(
+        "at c2..c3; accepted c2..c3: new default bucket size (ddp x2)")
+    assert re.search(r'text-decoration="line-through">✓ -10% x2 c2..c3</text>', ddp)
+    assert '<tr class="regression"><td>accepted regression</td><td>x2</td><td>c2..c3</td>' in ddp
+    changes = text.split('id="changes"')[1].split('id="charts"')[0]
+    assert changes.count('title="accepted c2..c3: new default bucket size (ddp x2)">accepted '
+                         "regression</span>") == 2  # throughput and efficiency
     assert '<tr class="not-regression"><td>improvement</td><td>x2</td><td>c5..c6</td>' in horovod
     assert not re.search(r'(src|href)="(?!data:|#)', text)
 
@@ -154,11 +169,11 @@ def test_browser_draws_the_charts_and_the_regressions_only_switch_hides_the_rest
     assert found["external"] == 0  # nothing fetched: the page holds everything it shows
     before, after = found["before"], found["after"]
     assert [(c["shown"], c["lines"], c["bands"]) for c in before["charts"]] == [
-        (True, 2, 1), (True, 1, 1)]
+        (True, 2, 2), (True, 1, 1)]
     assert all(c["width"] >= 600 for c in before["charts"])
     assert [c["shown"] for c in after["charts"]] == [True, False]
-    # the changes table: the regressions of ddp x4 (throughput, efficiency) stay, horovod's
-    # improvements go
-    assert (before["rows"], after["rows"]) == (4, 2)
+    # the changes table: the regressions of ddp x4 and the accepted ones of ddp x2 (throughput
+    # and efficiency each) stay, horovod's improvements go
+    assert (before["rows"], after["rows"]) == (6, 4)
     shot = assert_screenshot(page, tmp_path)
     shutil.copy(shot, page.parent / "history-screenshot.png")
