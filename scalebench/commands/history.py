@@ -2,6 +2,7 @@
 --out DIR | history detect --store STORE [--metric ...] [--alpha] [--min-magnitude PCT]
 [--last K] [--markdown FILE] | history prune --store STORE --keep-days N | --keep-points N
 | history accept A..B --reason TEXT [--config WORDS ...] --store STORE
+| history export --store STORE --format bmf|gab|otava|csv --out PATH (history_export.py)
 
 STORE is a JSONL file or git:REPO#BRANCH (tracking/store.py).
 
