@@ -110,21 +110,21 @@ def test_accept_through_the_cli_on_a_real_store(tmp_path, capsys, kind):
         store = f"git:{tmp_path / 'h.git'}#scalebench-history"
     else:
         store = str(tmp_path / "history.jsonl")
-    add_stepped(capsys, tmp_path, store, 16, {8: 0.85})
+    add_stepped(capsys, tmp_path, store, 12, {6: 0.85})
     code, out, _ = main(capsys, "history", "detect", "--store", store, "--metric", "throughput",
                          "--last", "10")
-    assert code == 1 and "c07..c08" in out
-    argv = ["history", "accept", "c07..c08", "--reason", "new kernel", "--store", store]
+    assert code == 1 and "c05..c06" in out
+    argv = ["history", "accept", "c05..c06", "--reason", "new kernel", "--store", store]
     code, out, _ = main(capsys, *argv)
-    assert code == 0 and out.startswith("accepted c07..c08")
+    assert code == 0 and out.startswith("accepted c05..c06")
     code, out, _ = main(capsys, *argv)
     assert code == 0 and "already accepted" in out
     code, out, _ = main(capsys, "history", "detect", "--store", store, "--metric", "throughput",
                          "--last", "10")
-    assert code == 0 and "accepted c07..c08: new kernel" in out
-    code, _, err = main(capsys, "history", "accept", "c07..c99", "--reason", "x", "--store", store)
+    assert code == 0 and "accepted c05..c06: new kernel" in out
+    code, _, err = main(capsys, "history", "accept", "c05..c99", "--reason", "x", "--store", store)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "names no point" in err
-    add_stepped(capsys, tmp_path, store, 26, {8: 0.85, 18: 0.85}, start=16)
+    add_stepped(capsys, tmp_path, store, 20, {6: 0.85, 14: 0.85}, start=12)
     code, out, _ = main(capsys, "history", "detect", "--store", store, "--metric", "throughput",
                          "--last", "10")
-    assert code == 1 and "c17..c18" in out
+    assert code == 1 and "c13..c14" in out
