@@ -300,3 +300,13 @@ def test_gate_reads_a_git_store(tmp_path, capsys):
     pr = write_records(tmp_path / "pr.jsonl", current(0.8))
     code, out, _ = main(capsys, "gate", str(pr), "--store", store, "--points", "2")
     assert code == 1 and "2 sweeps: c01 c02" in out
+
+
+def test_an_invalid_current_record_fails_the_gate(tmp_path, capsys):
+    store = str(tmp_path / "history.jsonl")
+    add_history(capsys, store, tmp_path, [1.0] * 3)
+    pr = write_records(tmp_path / "pr.jsonl", current())
+    with open(pr, "a") as fh:
+        fh.write('{"kind": "train", "framework": "ddp", "world_si\n')  # a line cut short
+    code, out, _ = main(capsys, "gate", str(pr), "--store", store)
+    assert code == 1 and "INVALID" in out and "pr.jsonl:" in out

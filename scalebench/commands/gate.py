@@ -54,7 +54,7 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     points = fields.integer("--points", args.points, 1)
     min_launches = fields.integer("--min-launches", args.min_launches, 1)
-    current, warnings = load_side(args.current, "current")
+    current, invalid = load_side(args.current, "current")
     entries, problems = store.open_store(args.store).entries()
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     outcome = gate.judge(current, rows, args.branch, points, args.threshold, args.alpha,
                          min_launches, args.any_testbed, args.metric,
                          accepted.from_entries(accepts), store_label=args.store,
-                         current_label=args.current, input_warnings=warnings)
+                         current_label=args.current, invalid=invalid)
     print(gate.render_text(outcome))
     write_markdown(args.markdown, lambda: gate.render_markdown(outcome))
     body = gate.comment(outcome)

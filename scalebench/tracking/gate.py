@@ -240,10 +240,11 @@ def judge(current: list[dict], rows: Sequence[dict], branch: str = "main", point
           any_testbed: bool = False, metrics: Sequence[str] = compare.METRICS,
           accepts: Sequence[accepted.Accepted] = (), store_label: str = "history",
           current_label: str = "current", input_warnings: Sequence[str] = (),
-          pooled: dict[tuple, Pool | None] | None = None) -> Gate:
+          pooled: dict[tuple, Pool | None] | None = None, invalid: Sequence = ()) -> Gate:
     """The gate's verdicts; nothing is printed. rows: the store's run rows; accepts: its
     accepted changes (shown where they cut a pool); pooled: pools() of the same arguments,
-    when already taken."""
+    when already taken; invalid: the current side's invalid records (results.load), each an
+    `invalid` row that fails the gate, as in compare."""
     compare.check_settings(threshold, alpha, min_launches)
     check_settings(points, branch)
     metrics = compare.parse_metrics(metrics)
@@ -263,10 +264,11 @@ def judge(current: list[dict], rows: Sequence[dict], branch: str = "main", point
     judged = {k: p for k, p in chosen.items() if p is not None and not p.untested}
     baseline = _records(judged, {k: _settings(cur[k]) for k in judged})
     base = compare.index_runs(baseline)
-    verdicts: list[compare.Verdict] = []
+    bad_cur = compare.index_invalid(invalid)
+    verdicts: list[compare.Verdict] = compare.unidentified_verdicts({}, bad_cur)
     for metric in metrics:
         verdicts += compare.compare_metric(metric, base, cur, threshold, alpha, False,
-                                           min_launches)
+                                           min_launches, {}, bad_cur)
     verdicts = [v for v in verdicts if chosen.get(v.key) is None or not chosen[v.key].untested]
     for key, pool in chosen.items():
         if pool is not None and pool.untested:
