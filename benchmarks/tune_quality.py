@@ -9,7 +9,8 @@ Goals (issue "Each framework at its best"): the winner's grid mean within 2% of 
 below the default; each tune within 25% of the grid's measurement time.
 
     python benchmarks/tune_quality.py                         # ResNet-101 and VGG-16, DDP and Horovod
-    python benchmarks/tune_quality.py --smoke                 # the smallest: one cell, tiny sizes
+    python benchmarks/tune_quality.py --smoke                 # the smallest: a grid of two
+                                                              # candidates, one tune
 """
 
 from __future__ import annotations
@@ -33,14 +34,14 @@ from scalebench.tuning.race import Race, ratio_interval
 
 
 def grid(sweep, framework: str, model: str, out: Path, launches: int, rounds: int,
-         reuse: Path | None = None, more: int = 0) -> dict:
+         reuse: Path | None = None, more: int = 0, knobs_text: str | None = None) -> dict:
     """Every candidate of the cell, measured in `launches` interleaved launches (in-launch
     frameworks: all candidates in each launch; else a round of launches per repeat); or the
     grid.json an earlier run wrote in `reuse` (its slots and measured seconds), with `more`
     launches measured now and added to it (its seconds too)."""
     device = devices.resolve(sweep.device)
     cell = tune_run.plan_cells(dataclasses.replace(sweep, frameworks=(framework,),
-                                                   models=(model,)), device, None)[0]
+                                                   models=(model,)), device, knobs_text)[0]
     candidates = knob_rules.candidates(cell.knobs)
     race = Race(candidates)
     earlier = 0.0
@@ -133,13 +134,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --grid-from: measure N more launches of each grid and add them "
                         "(and their seconds) to the grid read; the combined grid.json is "
                         "written under --out")
+    p.add_argument("--knobs", default=None,
+                   help="the knobs to grid and tune, as `scalebench tune --knobs` takes them "
+                        "(default: each framework's own set)")
     p.add_argument("--smoke", action="store_true",
-                   help="the smallest: DDP, Inception V3 at 75 px, 2 launches, 1 tune")
+                   help="the smallest: DDP, ResNet-101 at 32 px, a grid of two candidates "
+                        "(gradient_as_bucket_view off and on) in one launch of 2 rounds, 1 tune "
+                        "at the grid's time")
     args = p.parse_args(argv)
     if args.smoke:
         args.models, args.frameworks, args.image_size, args.batch_size = \
-            "inception_v3", "ddp", 75, 2
-        args.iters, args.grid_launches, args.rounds, args.tunes = 1, 2, 2, 1
+            "resnet101", "ddp", 32, 2
+        args.iters, args.grid_launches, args.rounds, args.tunes = 1, 1, 2, 1
+        args.knobs = "gradient_as_bucket_view"
         args.fraction = max(args.fraction, 1.0)
     out = Path(args.out or tempfile.mkdtemp(prefix="tune-quality-"))
     sweep = config.build_spec({"batch_size": args.batch_size, "image_size": args.image_size,
@@ -155,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             reuse = None if args.grid_from is None else \
                 args.grid_from / f"{framework}-{model}" / "grid"
             g = grid(sweep, framework, model, cell_out / "grid", args.grid_launches,
-                     args.rounds, reuse, args.grid_more)
+                     args.rounds, reuse, args.grid_more, args.knobs)
             how = (f"{args.grid_launches} launches" if reuse is None else
                    f"{g['slots']} slots ({args.grid_more} launches measured now, the rest "
                    f"read from {reuse})")
@@ -170,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             for seed in range(1, args.tunes + 1):
                 one = dataclasses.replace(sweep, frameworks=(framework,), models=(model,))
                 began = time.monotonic()
-                outcome = tune_run.run_tune(one, cell_out / f"tune-{seed}", budget, None, seed,
+                outcome = tune_run.run_tune(one, cell_out / f"tune-{seed}", budget, args.knobs, seed,
                                             stream=sys.stderr, live=False)
                 used = time.monotonic() - began
                 verdict = judge(g, outcome.cells[0].winner)

@@ -174,7 +174,7 @@ else
     elif [[ ${mode[*]} == --cache-only ]]; then
       echo "skipped: no cached wheel, and the --install-only build before this run did not finish: ${earlier#skipped: }" >"$STATUS"
     else
-      reason=$(grep -m1 -E '^horovod: .*(failed|no |lacks|refuses|not )' "$hlog" | cut -c1-300)
+      reason=$(grep -m1 '^horovod: error: ' "$hlog" | cut -c1-300)
       echo "skipped: the build failed (exit $code): ${reason:-see build.log} (log: build.log)" >"$STATUS"
     fi
     if [[ ${mode[*]} != --cache-only ]]; then

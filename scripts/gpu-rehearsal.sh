@@ -24,15 +24,20 @@ set -uo pipefail
 die() { echo "gpu-rehearsal: $*" >&2; exit 2; }
 [[ $# -ge 1 ]] || die "usage: $0 WORK [--python PYTHON] [--cpu-flavour]"
 WORK=$1; shift
-PY=$(command -v python3.12 || command -v python3)
+runs() { "$1" -c 'import sys' >/dev/null 2>&1; }  # a pyenv shim can exist and still not run
+PY=
+for candidate in python3.12 python3; do
+  if command -v "$candidate" >/dev/null && runs "$candidate"; then PY=$(command -v "$candidate"); break; fi
+done
 FLAVOUR=cuda
 while [[ $# -gt 0 ]]; do
   case $1 in
-    --python) [[ -n ${2:-} ]] && command -v "$2" >/dev/null || die "--python: no interpreter '${2:-}'"; PY=$(command -v "$2"); shift 2 ;;
+    --python) [[ -n ${2:-} ]] && command -v "$2" >/dev/null && runs "$2" || die "--python: no interpreter '${2:-}' that runs"; PY=$(command -v "$2"); shift 2 ;;
     --cpu-flavour) FLAVOUR=cpu; shift ;;
     *) die "$1: unknown option; allowed: --python, --cpu-flavour" ;;
   esac
 done
+[[ -n $PY ]] || die "no python3.12 or python3 that runs; --python picks one"
 command -v unshare >/dev/null && command -v ip >/dev/null || die "needs unshare and ip (util-linux, iproute2)"
 [[ $(id -u) -eq 0 ]] || die "needs root for a network namespace (unshare -n)"
 HERE=$(cd "$(dirname "$0")/.." && pwd)

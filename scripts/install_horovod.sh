@@ -25,7 +25,7 @@ set -euo pipefail
 
 HVD_VERSION=0.28.1
 usage() { echo "usage: $0 VENV_DIR [--force | --configure-only | --cache-only]" >&2; exit 2; }
-die() { echo "horovod: $*" >&2; exit 1; }
+die() { echo "horovod: error: $*" >&2; exit 1; }
 
 [[ $# -ge 1 && $# -le 2 ]] || usage
 [[ -d $1 ]] || die "no virtualenv at $1"
@@ -89,7 +89,7 @@ first_errors() {
   grep -n -m 12 -A 3 -E 'CMake Error|error:|Error [0-9]+|fatal error|undefined reference|Could NOT find|RuntimeError|No such file' "$1" 2>/dev/null | head -n 40
 }
 fail() {
-  echo "horovod: $* (log: $LOG)" >&2
+  echo "horovod: error: $* (log: $LOG)" >&2
   local errors
   errors=$(first_errors "$LOG")
   if [[ -n $errors ]]; then

@@ -270,7 +270,7 @@ def test_a_failed_horovod_build_shows_its_cause_and_fails_the_check(bundle, tmp_
                           text=True, timeout=300, env=env)
     assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
     text = (out / "summary.md").read_text()
-    assert "Horovod: skipped: the build failed (exit 1): horovod: build failed" in text, text
+    assert "Horovod: skipped: the build failed (exit 1): horovod: error: build failed" in text, text
     assert "### Why Horovod did not build" in text
     assert "fatal error: nccl.h: No such file or directory" in text.split("## Results")[0]
     assert "Exit status 3: Horovod was planned but did not build" in text
