@@ -195,3 +195,22 @@ def test_horovod_autotune_reads_the_best_params_line_as_horovodrun_prints_it():
     assert horovod_autotune.best_settings(m.group(3)) == (12.5, 32.75)
     assert horovod_autotune.BEST_LINE.match(line.removeprefix("[0]<stdout>:"))
     assert not horovod_autotune.BEST_LINE.match(line.replace("Best params", "Warming up"))
+
+
+@pytest.mark.slow
+def test_tune_quality_smoke():
+    """A grid of two candidates (DDP's gradient view off and on) in one launch, then one tune
+    at the grid's own time, judged against the grid."""
+    out = smoke("tune_quality.py").stdout
+    assert "2 workers, 1 thread each, batch 2, 32 px, 1 steps per window" in out
+    [seconds] = figure(r"^ddp/resnet101/w2: grid of 2 candidates, 1 launches, (\d+) s; best ", out)
+    assert seconds > 0
+    assert re.search(r"^  gradient_as_bucket_view=off\s+\+0\.0% \[\+0\.0, \+0\.0\]  \(default\)$",
+                     out, re.MULTILINE), out
+    assert re.search(r"^  gradient_as_bucket_view=on\s+[+-]\d+\.\d% \[", out, re.MULTILINE), out
+    [behind, used, budget] = figure(
+        r"^  tune seed 1: winner gradient_as_bucket_view=o(?:n|ff) \([+-]\d+\.\d% vs default in "
+        r"the grid, (\d+\.\d)% behind the grid's best[^)]*\); (\d+) s of a (\d+) s budget", out)
+    assert behind >= 0 and 0 < used and budget == pytest.approx(seconds, abs=1)
+    [good, runs] = figure(r"^(\d) of (\d) tune runs within 2% of the grid's best", out)
+    assert runs == 1 and good in (0, 1)
