@@ -5,7 +5,8 @@
 # package, CMake 4 from pip and, for the CUDA flavour of the Horovod build, pip's nvcc and CUDA
 # headers; no Ray, Horovod or ruptures), makes the bundle with scripts/gpu-bundle.sh, then runs
 # the visit's two commands exactly as the README's plan has them, with no network (a network
-# namespace with only loopback up) and --device cpu:
+# namespace with only loopback up; a CUDA toolkit this machine has is hidden there, as the GPU
+# machines' nvcc is pip's) and --device cpu:
 #
 #   1. scripts/gpu-check.sh BUNDLE --install-only        (install and Horovod's build)
 #   2. scripts/gpu-check.sh BUNDLE OUT --device cpu     (the measuring steps)
@@ -75,12 +76,19 @@ step "bundle made in ${SECONDS}s: $(tail -n 1 "$LOG")"
 # The visit itself: no network, the machine's Python and its pip-installed cmake first on PATH,
 # a fresh work folder and Horovod cache (a visit starts bare).
 rm -rf "$WORK/check" "$WORK/cache" "$OUT"
+export HIDE_KEEP=$MACHINE  # pip's nvcc, inside the simulated machine, stays
 CC=()
 [[ $FLAVOUR == cuda ]] && CC=(SCALEBENCH_CUDA_CC=90)
 visit() {  # args: the command's words after gpu-check.sh
   local start code
   start=$(date +%s)
-  unshare -n bash -c 'ip link set lo up; exec "$@"' visit \
+  # A GPU machine's nvcc comes from pip: a toolkit this machine has (/usr/local/cuda, an nvcc
+  # on PATH) is hidden inside the namespace, so the build must find pip's.
+  unshare -n -m bash -c 'ip link set lo up
+    empty=$(mktemp -d); : >"$empty/none"
+    [[ -e /usr/local/cuda ]] && mount --bind "$empty" "$(readlink -f /usr/local/cuda)"
+    for nvcc in $(which -a nvcc 2>/dev/null); do [[ $nvcc == "$HIDE_KEEP"/* ]] || mount --bind "$empty/none" "$nvcc"; done
+    exec "$@"' visit \
     env PATH="$MACHINE/bin:$PATH" PYTHON="$MACHINE/bin/python" SCALEBENCH_CHECK_WORK="$WORK/check" \
     SCALEBENCH_CACHE="$WORK/cache" SCALEBENCH_HOROVOD_FLAVOUR=$FLAVOUR "${CC[@]}" \
     bash "$HERE/scripts/gpu-check.sh" "$@" >>"$LOG" 2>&1

@@ -205,6 +205,20 @@ if [[ -n ${CUDA_HOME:-} || -d /usr/local/cuda || $FLAVOUR == cuda || -n $(pip_nv
   fi
   export CUDA_HOME
   export HOROVOD_CUDA_HOME=${HOROVOD_CUDA_HOME:-$CUDA_HOME}
+  # pip's toolkit (nvidia/cu13) ships libcudart.so.13 and no libcudart.so, so CMake's
+  # find_library(cudart) finds nothing ("Could NOT find CUDAToolkit (missing: CUDA_CUDART)"):
+  # unversioned links to its libraries in a folder of their own, on CMAKE_LIBRARY_PATH.
+  if [[ -d $CUDA_HOME/lib && ! -e $CUDA_HOME/lib/libcudart.so && ! -e $CUDA_HOME/lib64/libcudart.so ]] \
+      && compgen -G "$CUDA_HOME/lib/libcudart.so.*" >/dev/null; then
+    mkdir -p "$TMP/cuda-lib"
+    for lib in "$CUDA_HOME"/lib/lib*.so.* "$CUDA_HOME"/lib/lib*.a; do
+      [[ -e $lib ]] || continue
+      name=${lib##*/}; name=${name%%.so.*}; [[ $lib == *.a ]] && name=${lib##*/} || name=$name.so
+      [[ -e $TMP/cuda-lib/$name ]] || ln -s "$lib" "$TMP/cuda-lib/$name"
+    done
+    export CMAKE_LIBRARY_PATH=$TMP/cuda-lib${CMAKE_LIBRARY_PATH:+:$CMAKE_LIBRARY_PATH}
+    echo "horovod: CUDA libraries without unversioned names: linked in $TMP/cuda-lib"
+  fi
 fi
 if [[ $FLAVOUR == cuda ]]; then
   # Built here without a GPU for compute capability 9.0 (SCALEBENCH_HOROVOD_FLAVOUR=cuda
@@ -217,7 +231,7 @@ if [[ $FLAVOUR == cuda ]]; then
     HOROVOD_NCCL_HOME=$NCCL HOROVOD_NCCL_INCLUDE=$NCCL/include HOROVOD_NCCL_LIB=$TMP/nccl-lib \
     HOROVOD_BUILD_CUDA_CC_LIST=$CC_LIST
 fi
-env | grep -E '^(HOROVOD_|CUDA_HOME|MAKEFLAGS|CMAKE_POLICY)' >>"$LOG"
+env | grep -E '^(HOROVOD_|CUDA_HOME|MAKEFLAGS|CMAKE_POLICY|CMAKE_LIBRARY_PATH)' >>"$LOG"
 echo "cmake: $(command -v cmake): $(cmake --version | head -n 1)" >>"$LOG"
 
 if [[ $MODE == configure ]]; then

@@ -287,3 +287,15 @@ def test_exit_status_tells_all_ran_from_horovod_missing_from_skipped():
     assert gc.exit_status([ok, skipped], "installed from the cache in 3 s") == 4
     assert gc.exit_status([ok, skipped], "skipped: the build failed (exit 1)") == 3
     assert gc.exit_status([ok, failed, skipped], "skipped: the build failed (exit 1)") == 1
+
+
+def test_the_cli_needs_nothing_a_bare_gpu_machine_lacks():
+    """The GPU machines hold no jsonschema, Ray or Horovod (the bundle brings ruptures and
+    Horovod's build): importing the CLI with every command must not pull them in (the rehearsal
+    found `scalebench env` failing on k8s's jsonschema)."""
+    code = ("import sys, scalebench.cli; scalebench.cli.build_parser(); print(sorted(m for m in "
+            "('jsonschema', 'yaml', 'ray', 'horovod') if m in sys.modules))")
+    probe = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                           timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip() == "[]"

@@ -11,9 +11,7 @@ import sys
 from pathlib import Path
 
 from scalebench.k8s import plan as k8s_plan
-from scalebench.k8s import render as k8s_render
 from scalebench.k8s import results as k8s_results
-from scalebench.k8s import validate
 from scalebench.records.schema import new_sweep_id
 from scalebench.spec import config, fields
 from scalebench.spec.errors import UserError
@@ -77,6 +75,11 @@ def render_workload(workload: str | None,
     """The target and (file name, manifest) of every launch; each pod's command line is checked by the sweep's
     own parser and validation, and each manifest by the operators' CRDs, before anything is
     written."""
+    # yaml and jsonschema only for render: every other command (a sweep on a bare GPU machine
+    # among them) imports this module and must not need them
+    from scalebench.k8s import render as k8s_render
+    from scalebench.k8s import validate
+
     values = config.load_workload(workload) if workload else {"name": "default"}
     text = Path(workload).read_text() if workload else ""
     target = target_from_args(args, str(values.get("name", "default")))
@@ -92,6 +95,8 @@ def render_workload(workload: str | None,
 
 
 def run_render(args: argparse.Namespace) -> int:
+    from scalebench.k8s import render as k8s_render
+
     target, rendered = render_workload(args.workload, args)
     out = Path(args.out or f"k8s/{target.run_name}")
     out.mkdir(parents=True, exist_ok=True)
