@@ -2,8 +2,8 @@
 # A rehearsal of the GPU visit on this machine: builds a simulated bare GPU machine from the
 # package index (a Python environment holding what the GPU machines hold: torch 2.11 (CUDA 13
 # build), torchvision 0.26, numpy, pandas, matplotlib, scipy, mpi4py, nvidia-ml-py, NCCL's pip
-# package, CMake 4 from pip and, for the CUDA flavour of the Horovod build, pip's nvcc and CUDA
-# headers; no Ray, Horovod or ruptures), makes the bundle with scripts/gpu-bundle.sh, then runs
+# package, CMake 4 from pip and, for the CUDA flavour of the Horovod build, pip's nvcc, CUDA
+# runtime and CCCL headers; no Ray, Horovod or ruptures), makes the bundle with scripts/gpu-bundle.sh, then runs
 # the visit's two commands exactly as the README's plan has them, with no network (a network
 # namespace with only loopback up; a CUDA toolkit this machine has is hidden there, as the GPU
 # machines' nvcc is pip's) and --device cpu:
@@ -62,7 +62,7 @@ MPIP=("$MACHINE/bin/python" -m pip --disable-pip-version-check)
   nvidia-ml-py nvidia-nccl-cu13 "cmake>=4,<5" >>"$LOG" 2>&1 \
   || die "installing the simulated machine's packages failed (see $LOG)"
 if [[ $FLAVOUR == cuda ]]; then
-  "${MPIP[@]}" install -q nvidia-cuda-nvcc nvidia-cuda-runtime >>"$LOG" 2>&1 \
+  "${MPIP[@]}" install -q nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-cccl >>"$LOG" 2>&1 \
     || { step "no pip nvcc to be had: the CPU flavour is built"; FLAVOUR=cpu; }
 fi
 step "machine ready in ${SECONDS}s: $("$MACHINE/bin/python" -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'), $("$MACHINE/bin/cmake" --version | head -n 1)"

@@ -190,6 +190,13 @@ cuda_root() {
   local c where
   while IFS=$'\t' read -r c where; do
     if [[ -n $c && -x $c/bin/nvcc && -f $c/include/cuda_runtime.h ]]; then
+      # CUDA 12.x/13.x headers include <nv/target> (CCCL): pip's nvcc and runtime come without it
+      # (package nvidia-cuda-cccl), and the build would fail minutes in, at the first .cu file
+      if grep -q '<nv/target>' "$c/include/cuda_fp16.h" 2>/dev/null \
+          && [[ ! -e $c/include/nv/target && ! -e $c/include/cccl/nv/target ]]; then
+        echo "horovod: the CUDA toolkit at $c ($where) lacks CCCL's headers (include/cccl/nv/target); pip install nvidia-cuda-cccl (the toolkit's version) or set CUDA_HOME" >&2
+        continue
+      fi
       printf '%s\t%s\n' "$c" "$where"; return 0
     fi
   done < <(cuda_candidates)
@@ -200,7 +207,7 @@ if [[ -n ${CUDA_HOME:-} || -d /usr/local/cuda || $FLAVOUR == cuda || -n $(pip_nv
     CUDA_HOME=${found%%$'\t'*}
     echo "horovod: CUDA toolkit: $CUDA_HOME (found through ${found#*$'\t'})"
   else
-    [[ $FLAVOUR == cuda ]] && die "no CUDA toolkit (nvcc with include/cuda_runtime.h) in CUDA_HOME, /usr/local/cuda, PATH or the nvidia-cuda-nvcc pip package: set CUDA_HOME"
+    [[ $FLAVOUR == cuda ]] && die "no CUDA toolkit (nvcc with include/cuda_runtime.h and CCCL's headers) in CUDA_HOME, /usr/local/cuda, PATH or the nvidia-cuda-nvcc pip package: set CUDA_HOME"
     CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
   fi
   export CUDA_HOME
