@@ -14,18 +14,22 @@ The sweeps go into the history through history.rows_from_records, as `history ad
 with every 2-worker configuration 10% slower (--regression), which moves 3 throughput rows and 3
 efficiency rows.
 
-Gates, each with compare's rules (threshold 5% and significant at alpha 0.05):
-  pooled   `scalebench gate --points 10`: the pooled launches of the last 10 sweeps, a change
-           point inside them limiting the pool (the same testbed throughout here)
-  single   `--points 1`: the last sweep alone, as a job that compares with main's last green
-           run does
+Gates, each with the rule "worse by more than 5% and significant":
+  pooled   `scalebench gate --points 10` (its default alpha, 0.01 a PR): the last 10 sweeps,
+           a change point inside them limiting the pool (the same testbed throughout here),
+           each sweep one value, the current sweep's against the pool's prediction under
+           AR(1) noise, Holm over the PR's rows (tracking/sweep_test.py)
+  single   `--points 1 --alpha 0.05`: the last sweep alone, too few sweeps for the sweep-level
+           test, so compare's launch-level rule at alpha 0.05 a row, as a job that compares
+           with main's last green run does
 False alarms: gating rows of unchanged PRs, per row judged (metric x configuration) and per PR
 (any row). Caught: regressed rows judged a regression, per regressed row and per PR.
 
 Accepted step: a history with a 10% step at sweep 12 of 24; `history detect` exits 1; after
 `history accept` of its commit range it exits 0 (the change shown as accepted); a second 10%
 step at sweep 20 makes it exit 1 again. Each sweep added to a real file store on its own (as CI
-adds it); detect and accept run through the CLI.
+adds it); detect and accept run through the CLI's entry point in this process (scalebench.cli
+.main, its output captured): the same code as `python -m scalebench`, without a start-up each.
 
     python benchmarks/ci_gate.py --smoke        # seconds: 3 histories of 12 sweeps per phi
     python benchmarks/ci_gate.py [--seed 1] [--histories 250] [--length 20] [--points 10]
@@ -35,18 +39,21 @@ adds it); detect and accept run through the CLI.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import io
 import json
 import math
 import random
-import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import change_points  # benchmarks/change_points.py: the noise model of the reference records
 
+from scalebench import cli as scalebench_cli
 from scalebench.tracking import gate, history
 from scalebench.tracking import store as store_module
 
@@ -55,6 +62,7 @@ SMOKE = {"histories": 3, "length": 12}
 GOAL = ("pooled false alarms <= 1/3 of the single-sweep gate's and <= 1%; a 10% regression "
         "caught at least as often as by the single-sweep gate")
 BRANCH = "main"
+SINGLE_ALPHA = 0.05  # compare's default: the single-sweep gate as a job comparing with one sweep
 
 
 def reference_records() -> list[dict]:
@@ -142,15 +150,16 @@ def run_gates(args, phi: float, noise: change_points.Noise, templates: list[dict
                                                      branch=BRANCH)]
         unchanged = sweep_records(templates, args.length, sweeps[-1])
         slower = sweep_records(templates, args.length, sweeps[-1], args.regression / 100)
-        for name, points in (("pooled", args.points), ("single", 1)):
+        for name, points, alpha in (("pooled", args.points, args.alpha),
+                                    ("single", 1, SINGLE_ALPHA)):
             c = counts[name]
             pools = gate.pools(unchanged, rows, BRANCH, points)  # the same for both PRs
-            g = gate.judge(unchanged, rows, BRANCH, points, pooled=pools)
+            g = gate.judge(unchanged, rows, BRANCH, points, alpha=alpha, pooled=pools)
             judged, bad, _ = outcome(g, False)
             c["rows"] += judged
             c["alarms"] += bad
             c["prs_alarmed"] += bad > 0
-            g = gate.judge(slower, rows, BRANCH, points, pooled=pools)
+            g = gate.judge(slower, rows, BRANCH, points, alpha=alpha, pooled=pools)
             _, _, caught = outcome(g, True)
             c["regressed"] += regressed_rows
             c["caught"] += caught
@@ -158,9 +167,19 @@ def run_gates(args, phi: float, noise: change_points.Noise, templates: list[dict
     return counts
 
 
-def cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scalebench", *argv], capture_output=True,
-                          text=True, timeout=300)
+@dataclass(frozen=True)
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*argv: str) -> Ran:
+    """`scalebench ARGV` through the CLI's entry point in this process, its output captured."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = scalebench_cli.main(list(argv))
+    return Ran(code, out.getvalue(), err.getvalue())
 
 
 def accepted_step(args, noise: change_points.Noise, templates: list[dict]) -> list[str]:
@@ -219,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--noise", type=float, default=0.05)
     p.add_argument("--phis", default="0.5,0.8")
     p.add_argument("--regression", type=float, default=10.0)
+    p.add_argument("--alpha", type=float, default=gate.ALPHA,
+                   help="the pooled gate's alpha a PR (default the gate's)")
     args = p.parse_args(argv)
     if args.smoke:
         for k, v in SMOKE.items():
@@ -233,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"histories: {args.histories} per phi, {args.length} sweeps of {len(templates)} "
           f"configurations, {args.launches} launches x {args.trials} trials; AR(1) noise "
           f"{100 * args.noise:g}% between sweeps; seed {args.seed}")
+    print(f"pooled: last {args.points} sweeps, sweep-level test, alpha {args.alpha:g} a PR "
+          f"(Holm); single: last sweep, compare's launch-level rule, alpha {SINGLE_ALPHA:g} a row")
     print(f"goal: {GOAL}")
     print("phi  gate    false alarms per row       per PR                     "
           "caught per row             per PR")

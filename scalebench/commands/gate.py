@@ -1,5 +1,5 @@
 """scalebench gate CURRENT --store STORE [--branch main] [--points 10] [--threshold 5]
-[--alpha 0.05] [--metric ...] [--min-launches K] [--any-testbed] [--markdown FILE]
+[--alpha 0.01] [--metric ...] [--min-launches K] [--any-testbed] [--markdown FILE]
 [--comment FILE]
 
 Exit codes: 0 the gate passed; 1 it failed: a regression against the pooled sweeps, a run that
@@ -34,8 +34,10 @@ def register(sub) -> None:
                    "point inside them limits the pool to the sweeps after it")
     p.add_argument("--threshold", type=float, default=5.0,
                    help="percent a metric must worsen by, besides being significant (default 5)")
-    p.add_argument("--alpha", type=float, default=0.05,
-                   help="significance level of the test (default 0.05)")
+    p.add_argument("--alpha", type=float, default=gate.ALPHA,
+                   help="significance level a PR: the chance that an unchanged PR fails on a "
+                   "regression (Holm over its rows judged at the sweep level; a row with fewer "
+                   f"than 3 sweeps pooled is judged at it alone; default {gate.ALPHA:g})")
     p.add_argument("--metric", default="throughput,efficiency",
                    help="comma list: throughput,efficiency (default both)")
     p.add_argument("--min-launches", default="1",

@@ -1,10 +1,11 @@
-"""The PR gate: a results set against the pooled launches of the last N sweeps of a branch in the
-history, per configuration, with compare's rules (analysis/compare.compare_metric: worse by more
-than the threshold *and* significant, a failed run fails, --min-launches refuses).
+"""The PR gate: a results set against the last N sweeps of a branch in the history, per
+configuration, with compare's rule (worse by more than the threshold *and* significant; a failed
+run, an invalid record, an untested configuration fail; --min-launches refuses), the
+significance judged at the sweep level.
 
-One sweep is one noisy point; N of them pooled (every launch of each) give a baseline whose
-spread holds the sweep-to-sweep noise, so that an unchanged PR is judged against the level the
-branch really has, not against one draw of it. Per configuration of the current set:
+One sweep is one noisy point; N of them give a baseline that holds the sweep-to-sweep noise, so
+that an unchanged PR is judged against the level the branch really has, not against one draw of
+it. Per configuration of the current set:
 
 - the pool: the history's ok rows of that configuration on the branch (rows without a branch
   count for any), grouped into sweeps (history.sweep_groups), of the current run's testbed only
@@ -17,7 +18,20 @@ branch really has, not against one draw of it. Per configuration of the current 
   baseline.
 - the verdict: compare.compare_metric over the pooled rows (each launch of each pooled sweep a
   process of the baseline; efficiency paired within each sweep, as history took it) and the
-  current records. A current run that failed or timed out fails even with no history.
+  current records gives every row's kind (failed, invalid, refused, new, judged) and notes. A
+  judged row with MIN_SWEEPS or more pooled sweeps is then decided by sweep_test: each sweep one
+  value (its launches' mean), the current sweep's value against the pool's prediction under
+  AR(1) noise between sweeps; the change is against the pool's mean, and "significant" is
+  Holm's step-down over every such row of the PR at alpha, so that alpha bounds the chance that
+  an unchanged PR fails, not that one row does. With fewer pooled sweeps there is no
+  sweep-to-sweep variance: the row keeps compare's launch-level verdict at alpha (a row, not
+  corrected over the PR) and says so. A current run that failed or timed out fails even with no
+  history.
+
+Why not compare's rule on the pooled launches: a sweep's launches share that sweep's noise, so
+tested as independent samples against the pool, an unchanged sweep that sits a few percent low
+is "significant" (benchmarks/ci_gate.py measured 4% of unchanged rows and 29% of unchanged PRs
+failing that way).
 
 The history does not keep every setting of a run (warm-up, iterations, threads): the pooled
 rows take the current run's, so compare notes no difference there that the history cannot
@@ -28,17 +42,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scalebench.analysis import aggregate, compare
+from scalebench.analysis import aggregate, compare, stats
 from scalebench.hardware import testbed
 from scalebench.report.format import interval, num, pct, pct_interval
 from scalebench.spec import identity
 from scalebench.spec.errors import UserError
-from scalebench.tracking import accepted, history, history_changes
+from scalebench.tracking import accepted, history, history_changes, sweep_test
 
 POINTS = 10  # sweeps pooled by default
+ALPHA = 0.01  # the chance that an unchanged PR fails on a regression (Holm over its rows)
 UNTESTED = "untested"  # no sweep of the current run's testbed in the history: fails the gate
 GATING = compare.GATING + (UNTESTED,)
 ORDER = {v: i for i, v in enumerate(compare.VERDICTS[:compare.VERDICTS.index("refused") + 1]
@@ -72,6 +88,8 @@ class Row:
     verdict: compare.Verdict
     testbed: str  # the current run's testbed, in words
     pool: Pool | None  # None: the configuration has no history (a `new` row)
+    prediction: sweep_test.Prediction | None = None  # the sweep-level test's figures
+    tail: float = 0.0  # the prediction interval's share in each tail (alpha / rows tested)
 
 
 @dataclass(frozen=True)
@@ -88,6 +106,7 @@ class Gate:
     env_warnings: tuple[str, ...] = ()
     input_warnings: tuple[str, ...] = ()
     any_testbed: bool = False
+    family: int = 0  # rows judged at the sweep level (Holm's family)
 
     @property
     def gating(self) -> list[Row]:
@@ -236,12 +255,13 @@ def pools(current: list[dict], rows: Sequence[dict], branch: str = "main", point
 
 
 def judge(current: list[dict], rows: Sequence[dict], branch: str = "main", points: int = POINTS,
-          threshold: float = 5.0, alpha: float = 0.05, min_launches: int = 1,
+          threshold: float = 5.0, alpha: float = ALPHA, min_launches: int = 1,
           any_testbed: bool = False, metrics: Sequence[str] = compare.METRICS,
           accepts: Sequence[accepted.Accepted] = (), store_label: str = "history",
           current_label: str = "current", input_warnings: Sequence[str] = (),
           pooled: dict[tuple, Pool | None] | None = None, invalid: Sequence = ()) -> Gate:
-    """The gate's verdicts; nothing is printed. rows: the store's run rows; accepts: its
+    """The gate's verdicts; nothing is printed. alpha: per PR (Holm over the rows judged at
+    the sweep level); rows: the store's run rows; accepts: its
     accepted changes (shown where they cut a pool); pooled: pools() of the same arguments,
     when already taken; invalid: the current side's invalid records (results.load), each an
     `invalid` row that fails the gate, as in compare."""
@@ -270,6 +290,7 @@ def judge(current: list[dict], rows: Sequence[dict], branch: str = "main", point
         verdicts += compare.compare_metric(metric, base, cur, threshold, alpha, False,
                                            min_launches, {}, bad_cur)
     verdicts = [v for v in verdicts if chosen.get(v.key) is None or not chosen[v.key].untested]
+    verdicts, predictions, tail = _sweep_level(verdicts, judged, base, cur, threshold, alpha)
     for key, pool in chosen.items():
         if pool is not None and pool.untested:
             verdicts += _row_verdicts(metrics, key, UNTESTED, cur, pool.untested)
@@ -281,12 +302,103 @@ def judge(current: list[dict], rows: Sequence[dict], branch: str = "main", point
         verdicts = [v for v in verdicts if v.key != key] + [
             dataclasses.replace(had[m.metric], verdict="failed", reason=why, current=None)
             if m.metric in had else m for m in _row_verdicts(metrics, key, "failed", cur, why)]
-    out = [Row(v, beds[v.key].label if v.key in beds else "", chosen.get(v.key)) for v in verdicts]
+    out = [Row(v, beds[v.key].label if v.key in beds else "", chosen.get(v.key),
+               predictions.get((v.metric, v.key)), tail) for v in verdicts]
     out.sort(key=lambda r: (ORDER.get(r.verdict.verdict, len(ORDER)),
                             tuple(str(x) for x in r.verdict.key), r.verdict.metric))
     return Gate(tuple(out), branch, points, threshold, alpha, min_launches, metrics, store_label,
                 current_label, tuple(compare.environment_warnings(baseline, current))
-                if baseline else (), tuple(input_warnings), any_testbed)
+                if baseline else (), tuple(input_warnings), any_testbed, len(predictions))
+
+
+JUDGED = ("regression", "improvement", "unchanged")  # the verdicts of a row compare could test
+
+
+def sweep_values(metric: str, pool: Pool) -> list[list[float]]:
+    """Each pooled sweep's per-launch values of the metric (oldest first; a sweep without
+    one left out): throughput a launch's mean, efficiency its ratio paired within the sweep."""
+    out = []
+    for sweep in pool.sweeps:
+        if metric == "throughput":
+            values = [r["images_per_sec"] if r.get("images_per_sec") is not None
+                      else statistics.fmean(r[aggregate.TRIALS_FIELD]) for r in sweep
+                      if r.get("images_per_sec") is not None or r.get(aggregate.TRIALS_FIELD)]
+        else:
+            values = [r["efficiency"] for r in sweep if r.get("efficiency") is not None]
+        if values:
+            out.append([float(v) for v in values])
+    return out
+
+
+def _launch_level_notes(v: compare.Verdict, base: compare.RunIndex, cur: compare.RunIndex,
+                        threshold: float, alpha: float) -> set[str]:
+    """The notes compare added about its own launch-level judgement (one launch's caveat, a
+    moved one-worker baseline), which a sweep-level verdict replaces."""
+    if v.verdict not in ("regression", "improvement"):
+        return set()
+    b, _, _ = compare.metric_samples(v.metric, v.key, base)
+    c, _, _ = compare.metric_samples(v.metric, v.key, cur)
+    out = {stats.within_processes_text(b, c, "the code")} if b is not None and c is not None \
+        else set()
+    if v.metric == "efficiency":
+        out.add(compare.baseline_moved(v.key, base, cur, threshold, alpha))
+    return {x for x in out if x}
+
+
+def _sweep_level(verdicts: list[compare.Verdict], pools: dict[tuple, Pool],
+                 base: compare.RunIndex, cur: compare.RunIndex, threshold: float, alpha: float
+                 ) -> tuple[list[compare.Verdict], dict[tuple, sweep_test.Prediction], float]:
+    """The judged rows whose pool has MIN_SWEEPS sweeps, decided by the sweep-level prediction
+    test (Holm over them at alpha); the others keep compare's verdict with a note that says why.
+    Returns (verdicts, (metric, key) -> prediction, the prediction interval's tail)."""
+    tested: dict[int, sweep_test.Prediction] = {}
+    out = list(verdicts)
+    for i, v in enumerate(verdicts):
+        if v.verdict not in JUDGED or v.key not in pools:
+            continue
+        values = sweep_values(v.metric, pools[v.key])
+        c, _, _ = compare.metric_samples(v.metric, v.key, cur)
+        if len(values) >= sweep_test.MIN_SWEEPS and c is not None:
+            tested[i] = sweep_test.predict(values, c.process_values)
+            continue
+        n = len(values)
+        out[i] = dataclasses.replace(v, notes=(
+            f"{n} sweep{'s' if n != 1 else ''} pooled: too few for a sweep-to-sweep variance "
+            f"(needs {sweep_test.MIN_SWEEPS}); compare's launch-level rule at alpha {alpha:g} "
+            "for this row, not corrected over the PR",) + v.notes)
+    if not tested:
+        return out, {}, 0.0
+    index = list(tested)
+    lower = sweep_test.holm([tested[i].p_lower for i in index])
+    upper = sweep_test.holm([tested[i].p_upper for i in index])
+    k = len(index)
+    for i, low, up in zip(index, lower, upper, strict=True):
+        v, pred = verdicts[i], tested[i]
+        change = 100.0 * (pred.current - pred.pool_mean) / pred.pool_mean
+        worse = change < 0
+        p, adjusted = (pred.p_lower, low) if worse else (pred.p_upper, up)
+        beyond, significant = abs(change) > threshold, adjusted < alpha
+        if beyond and significant:
+            verdict = "regression" if worse else "improvement"
+            why = f"{change:+.1f}% beyond {threshold:g}% and significant"
+        elif beyond:
+            verdict, why = "unchanged", f"{change:+.1f}% beyond {threshold:g}% but not significant"
+        else:
+            verdict, why = "unchanged", f"within {threshold:g}%"
+        test = (f"{sweep_test.TEST}: t = {pred.t:.3g} on {pred.df} df, one-sided p = {p:.3g}, "
+                f"Holm over {k} row{'s' if k != 1 else ''}: {adjusted:.3g} vs alpha {alpha:g} "
+                f"a PR; {pred.sweeps} sweeps against the current one of {pred.launches} "
+                f"launch{'es' if pred.launches != 1 else ''} ({pred.phi_text})")
+        dropped = _launch_level_notes(v, base, cur, threshold, alpha)
+        y = [statistics.fmean(s) for s in sweep_values(v.metric, pools[v.key])]
+        baseline = stats.Summary(pred.sweeps, pred.pool_mean, statistics.median(y),
+                                 statistics.stdev(y), None, None)
+        c, _, _ = compare.metric_samples(v.metric, v.key, cur)
+        out[i] = dataclasses.replace(
+            v, verdict=verdict, baseline=baseline, current=stats.summarize(c.process_values),
+            change_pct=change, test=sweep_test.TEST, p_value=adjusted, reason=f"{why}; {test}",
+            notes=tuple(n for n in v.notes if n not in dropped), basis="sweeps")
+    return out, {(verdicts[i].metric, verdicts[i].key): tested[i] for i in index}, alpha / k
 
 
 # ---------------------------------------------------------------- rendering (separate from judging)
@@ -303,18 +415,35 @@ def value_text(metric: str, s) -> str:
 
 
 HEADER = ["verdict", "metric", "configuration", "testbed", "pooled", "baseline", "current",
-          "change", "test", "why"]
+          "change", "test", "prediction", "why"]
+
+
+def prediction_text(r: Row) -> str:
+    """The sweep-level test's figures: phi used and the current value's prediction interval
+    (alpha / rows tested in each tail: Holm's first step); "–" for a row it did not judge."""
+    pred = r.prediction
+    if pred is None:
+        return "–"
+    low, high = pred.interval(r.tail)
+    span = pct_interval(low, high) if r.verdict.metric == "efficiency" else \
+        interval(low, high, ".4g")
+    return f"{pred.phi_text}; {100 * (1 - 2 * r.tail):.4g}% interval [{span}]"
 
 
 def cells(r: Row) -> list[str]:
     v = r.verdict
     change = "–" if v.change_pct is None or math.isnan(v.change_pct) else f"{v.change_pct:+.1f}%"
-    test = "–" if not v.test else (f"{v.test} p={v.p_value:.3g}" if v.p_value is not None
-                                   else v.test)
+    if not v.test:
+        test = "–"
+    elif r.prediction is not None:
+        test = f"{v.test} Holm p={v.p_value:.3g}"
+    else:
+        test = f"{v.test} p={v.p_value:.3g}" if v.p_value is not None else v.test
     why = [v.reason, *v.notes] + ([r.pool.note] if r.pool is not None and r.pool.note else [])
     return [v.verdict.upper() if v.verdict in GATING else v.verdict, v.metric, v.config,
             r.testbed, r.pool.text if r.pool is not None else "none", value_text(v.metric, v.baseline),
-            value_text(v.metric, v.current), change, test, "; ".join(x for x in why if x)]
+            value_text(v.metric, v.current), change, test, prediction_text(r),
+            "; ".join(x for x in why if x)]
 
 
 WORDS = {"regression": ("regression", "regressions"),
@@ -331,7 +460,9 @@ def summary_line(g: Gate) -> str:
                if v in GATING]
     outcome = f"FAILED: {', '.join(failing)}" if failing else "passed: no regression"
     settings = (f"branch {g.branch}, last {g.points} sweep{'s' if g.points != 1 else ''}; "
-                f"threshold {g.threshold:g}%, alpha {g.alpha:g}"
+                f"threshold {g.threshold:g}%, alpha {g.alpha:g} a PR"
+                + (f" (Holm over {g.family} sweep-level row{'s' if g.family != 1 else ''})"
+                   if g.family else "")
                 + (f", min launches {g.min_launches}" if g.min_launches > 1 else "")
                 + (", any testbed" if g.any_testbed else ""))
     return f"{outcome} ({counts}; {settings})"
@@ -363,19 +494,22 @@ def _md(text: str) -> str:
 
 def render_markdown(g: Gate) -> str:
     lines = ["## scalebench gate", "", f"**{_md(summary_line(g))}**", "",
-             f"Current `{_md(g.current_label)}` against the pooled launches of the last "
-             f"{g.points} sweeps of `{_md(g.branch)}` in `{_md(g.store_label)}`, per "
-             "configuration, on the same testbed only"
-             + (" (here: any testbed)" if g.any_testbed else "")
-             + "; a change point inside that window limits the pool to the sweeps after it. A "
-             f"regression is worse by more than {g.threshold:g}% *and* significant at alpha "
-             f"{g.alpha:g} (compare's rules); a failed run and a configuration with no sweep of "
-             "its testbed fail the gate too.", ""]
+             f"Current `{_md(g.current_label)}` against the last {g.points} sweeps of "
+             f"`{_md(g.branch)}` in `{_md(g.store_label)}`, per configuration, on the same "
+             "testbed only" + (" (here: any testbed)" if g.any_testbed else "")
+             + "; a change point inside that window limits the pool to the sweeps after it. "
+             "Each sweep is one value (its launches' mean); the current one is judged against "
+             "the pooled sweeps' prediction under AR(1) noise between sweeps. A regression is "
+             f"worse than the pool's mean by more than {g.threshold:g}% *and* significant, "
+             f"Holm over the PR's rows at alpha {g.alpha:g} (the chance that an unchanged PR "
+             f"fails); with fewer than {sweep_test.MIN_SWEEPS} sweeps pooled a row falls back "
+             "to compare's launch-level rule. A failed run, an invalid record and a "
+             "configuration with no sweep of its testbed fail the gate too.", ""]
     if g.env_warnings:
         lines += ["> **Warning: the environments differ**; changes may come from the environment:",
                   ">"] + [f"> - {_md(w)}" for w in g.env_warnings] + [""]
     lines += [f"- input: {_md(w)}" for w in g.input_warnings] + ([""] if g.input_warnings else [])
-    lines += ["| " + " | ".join(HEADER) + " |", "|---|---|---|---|---|---:|---:|---:|---|---|"]
+    lines += ["| " + " | ".join(HEADER) + " |", "|---|---|---|---|---|---:|---:|---:|---|---|---|"]
     for r in g.rows:
         row = cells(r)
         if r.verdict.verdict in GATING:
