@@ -352,6 +352,7 @@ def _sweep_level(verdicts: list[compare.Verdict], pools: dict[tuple, Pool],
     test (Holm over them at alpha); the others keep compare's verdict with a note that says why.
     Returns (verdicts, (metric, key) -> prediction, the prediction interval's tail)."""
     tested: dict[int, sweep_test.Prediction] = {}
+    means: dict[int, list[float]] = {}  # each pooled sweep's value, for the baseline's summary
     out = list(verdicts)
     for i, v in enumerate(verdicts):
         if v.verdict not in JUDGED or v.key not in pools:
@@ -360,6 +361,7 @@ def _sweep_level(verdicts: list[compare.Verdict], pools: dict[tuple, Pool],
         c, _, _ = compare.metric_samples(v.metric, v.key, cur)
         if len(values) >= sweep_test.MIN_SWEEPS and c is not None:
             tested[i] = sweep_test.predict(values, c.process_values)
+            means[i] = [statistics.fmean(s) for s in values]
             continue
         n = len(values)
         out[i] = dataclasses.replace(v, notes=(
@@ -390,9 +392,8 @@ def _sweep_level(verdicts: list[compare.Verdict], pools: dict[tuple, Pool],
                 f"a PR; {pred.sweeps} sweeps against the current one of {pred.launches} "
                 f"launch{'es' if pred.launches != 1 else ''} ({pred.phi_text})")
         dropped = _launch_level_notes(v, base, cur, threshold, alpha)
-        y = [statistics.fmean(s) for s in sweep_values(v.metric, pools[v.key])]
-        baseline = stats.Summary(pred.sweeps, pred.pool_mean, statistics.median(y),
-                                 statistics.stdev(y), None, None)
+        baseline = stats.Summary(pred.sweeps, pred.pool_mean, statistics.median(means[i]),
+                                 statistics.stdev(means[i]), None, None)
         c, _, _ = compare.metric_samples(v.metric, v.key, cur)
         out[i] = dataclasses.replace(
             v, verdict=verdict, baseline=baseline, current=stats.summarize(c.process_values),
