@@ -165,7 +165,9 @@ else
   toolkit=$(sed -n 's/^horovod: CUDA toolkit: //p' "$hlog" | tail -n 1)
   if [[ $code -eq 0 ]]; then
     flags=$("$PRIV/bin/python" -c 'import horovod.torch as h; print(f"NCCL {bool(h.nccl_built())}, Gloo {bool(h.gloo_built())}, CUDA {bool(h.cuda_built())}")' 2>>"$LOG")
-    how=$(grep -q '^horovod: installed from cache' "$hlog" && echo "installed from the cache" || echo "built")
+    how=built
+    grep -q '^horovod: installed from cache' "$hlog" && how="installed from the cache"
+    grep -q '^horovod: already installed' "$hlog" && how="already installed (by --install-only)"
     echo "$how in $(( $(date +%s) - hstart )) s: $flags${toolkit:+; CUDA toolkit $toolkit}" >"$STATUS"
     rm -f "$ERRORS"
   else
