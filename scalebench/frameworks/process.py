@@ -96,17 +96,20 @@ def run_isolated(cmd: Sequence[str], env: dict[str, str], timeout: float, run_di
     env = {**env, MARKER_VAR: marker}
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         launch_unix = time.time()
-        proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                env=env, cwd=cwd, start_new_session=True)
+        proc = None
         timed_out = False
         try:
+            # inside the try: a Ctrl-C that lands while Popen starts the launcher (the child
+            # forked, `proc` not yet bound) must still kill it, found through the marker
+            proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                    env=env, cwd=cwd, start_new_session=True)
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
             _call(on_stop)
         except BaseException:  # Ctrl-C or anything else: leave nothing behind
             _call(on_stop)
-            kill_tree(proc.pid, marker)
+            kill_tree(proc.pid if proc is not None else None, marker)
             raise
         # Also after a normal exit: a launcher can leave workers behind. An exited launcher's
         # pid may already belong to someone else, so only the marker is used then.
