@@ -140,14 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--smoke", action="store_true",
                    help="the smallest: DDP, ResNet-101 at 32 px, a grid of two candidates "
                         "(gradient_as_bucket_view off and on) in one launch of 2 rounds, 1 tune "
-                        "at the grid's time")
+                        "at half the grid's time (at least what tune accepts)")
     args = p.parse_args(argv)
     if args.smoke:
         args.models, args.frameworks, args.image_size, args.batch_size = \
             "resnet101", "ddp", 32, 2
         args.iters, args.grid_launches, args.rounds, args.tunes = 1, 1, 2, 1
         args.knobs = "gradient_as_bucket_view"
-        args.fraction = max(args.fraction, 1.0)
+        args.fraction = 0.5
     out = Path(args.out or tempfile.mkdtemp(prefix="tune-quality-"))
     sweep = config.build_spec({"batch_size": args.batch_size, "image_size": args.image_size,
                                "warmup": 1, "iters": args.iters, "trials": 2, "timeout": 900,
@@ -173,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"[{100 * (pt['low'] - 1):+.1f}, {100 * (pt['high'] - 1):+.1f}]"
                       + ("  (default)" if name == g["default"] else ""))
             budget = args.fraction * g["seconds"]
+            if args.smoke:  # never below what tune accepts for one cell (its check_budget)
+                budget = max(budget, 1.2 * tune_run.MIN_LAUNCH_SECONDS[framework]
+                             * (1 + tune_run.CONFIRM_LAUNCHES))
             tunes = []
             for seed in range(1, args.tunes + 1):
                 one = dataclasses.replace(sweep, frameworks=(framework,), models=(model,))

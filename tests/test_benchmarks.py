@@ -200,7 +200,8 @@ def test_horovod_autotune_reads_the_best_params_line_as_horovodrun_prints_it():
 @pytest.mark.slow
 def test_tune_quality_smoke():
     """A grid of two candidates (DDP's gradient view off and on) in one launch, then one tune
-    at the grid's own time, judged against the grid."""
+    at half the grid's time (at least the 24 s tune accepts for a DDP cell), judged against the
+    grid."""
     out = smoke("tune_quality.py").stdout
     assert "2 workers, 1 thread each, batch 2, 32 px, 1 steps per window" in out
     [seconds] = figure(r"^ddp/resnet101/w2: grid of 2 candidates, 1 launches, (\d+) s; best ", out)
@@ -211,6 +212,6 @@ def test_tune_quality_smoke():
     [behind, used, budget] = figure(
         r"^  tune seed 1: winner gradient_as_bucket_view=o(?:n|ff) \([+-]\d+\.\d% vs default in "
         r"the grid, (\d+\.\d)% behind the grid's best[^)]*\); (\d+) s of a (\d+) s budget", out)
-    assert behind >= 0 and 0 < used and budget == pytest.approx(seconds, abs=1)
+    assert behind >= 0 and 0 < used and budget == pytest.approx(max(seconds / 2, 24), abs=1)
     [good, runs] = figure(r"^(\d) of (\d) tune runs within 2% of the grid's best", out)
     assert runs == 1 and good in (0, 1)
