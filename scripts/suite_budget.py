@@ -67,8 +67,9 @@ def table(measured: dict[str, dict[str, float]], budgets: dict[str, dict[str, fl
             seconds = measured.get(part, {}).get(name)
             budget = budgets.get(part, {}).get(name)
             rows.append((part, name, seconds, budget))
-    # worst first: the most over budget (a file without a budget counts as over by all its time)
-    rows.sort(key=lambda r: -((r[2] or 0.0) - (r[3] if r[3] is not None else 0.0)))
+    # worst first: the most over budget (a file without a budget counts as over by all its
+    # time); files with a budget that did not run, last
+    rows.sort(key=lambda r: (r[2] is None, -((r[2] or 0.0) - (r[3] if r[3] is not None else 0.0))))
     lines = [f"{'part':<9} {'file':<44} {'seconds':>8} {'budget':>7} {'left':>7}"]
     over = 0
     for part, name, seconds, budget in rows:
