@@ -71,6 +71,7 @@ def test_change_points_smoke():
     assert [r[0] for r in rows] == ["iid:10", "ar0.5", "slide3x8"], out
     assert all(0.0 <= float(x) <= 1.0 for r in rows for x in r[1:])
 
+@pytest.mark.slow  # processes racing on a git store
 def test_ci_history_smoke():
     out = smoke("ci_history.py", timeout=300).stdout
     present, expected = figure(r"^\| sweeps present exactly once \| (\d+) of (\d+) \|", out)
@@ -84,6 +85,7 @@ def test_ci_history_smoke():
     assert all(c[1] == c[2] and int(c[1]) > 0 for c in checks)
 
 
+@pytest.mark.slow  # the benchmark's histories and a CLI run
 def test_ci_gate_smoke():
     out = smoke("ci_gate.py").stdout
     assert "histories: 3 per phi, 12 sweeps of 6 configurations" in out
@@ -95,6 +97,7 @@ def test_ci_gate_smoke():
     assert exits == [1, 0, 0, 1], out  # step; accept; detect after it; a second step
 
 
+@pytest.mark.slow  # real training steps
 def test_harness_overhead_smoke():
     out = smoke("harness_overhead.py").stdout
     assert ("resnet101 32px batch 2 on cpu, 1 threads, 2 timed steps per measurement, "

@@ -155,6 +155,7 @@ def history_commits(remote: Path) -> list[str]:
                           check=True, capture_output=True, text=True).stdout.splitlines()
 
 
+@pytest.mark.slow  # the workflow's steps end to end: dozens of CLI runs
 def test_two_main_jobs_and_a_pr_job_against_a_bare_repository(tmp_path):
     remote = tmp_path / "project.git"
     subprocess.run(["git", "init", "--quiet", "--bare", str(remote)], check=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
+import pytest
+
 from scalebench.frameworks.base import LaunchOutcome
 from scalebench.tasks import train
 from scalebench.worker import measure
@@ -74,6 +76,7 @@ class HalvingScaler:
             self._scale = self._scale / 2
 
 
+@pytest.mark.slow  # fp16 training steps on a CPU: about a minute
 def test_fp16_skipped_steps_are_counted_inside_the_windows(monkeypatch):
     import torch
 

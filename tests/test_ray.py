@@ -160,6 +160,7 @@ def test_unreachable_cluster_fails_fast_in_one_line(tmp_path):
     assert "\n" not in record["error"]
 
 
+@pytest.mark.slow  # a real sweep command
 def test_ray_absent_gives_skipped_with_the_reason(tmp_path):
     stub = tmp_path / "stub" / "ray"
     stub.mkdir(parents=True)
