@@ -626,14 +626,15 @@ def render_text(c: Comparison) -> str:
     return "\n".join(lines)
 
 
-def _md(text: str) -> str:
+def md_cell(text: object) -> str:
+    """Text made safe for one markdown table cell (compare, gate and history detect share it)."""
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(c: Comparison) -> str:
     lines = ["## scalebench compare", "",
-             f"**{_md(summary_line(c))}**", "",
-             f"Baseline `{_md(c.baseline_label)}`, current `{_md(c.current_label)}`. A regression "
+             f"**{md_cell(summary_line(c))}**", "",
+             f"Baseline `{md_cell(c.baseline_label)}`, current `{md_cell(c.current_label)}`. A regression "
              f"is worse by more than {c.threshold:g}% *and* significant (Mann-Whitney U at alpha "
              f"{c.alpha:g} where the sample counts allow it, else non-overlapping "
              f"{stats.intervals_test(c.alpha)}), on per-process means where both sides have two "
@@ -648,17 +649,17 @@ def render_markdown(c: Comparison) -> str:
              ""]
     if c.env_warnings:
         lines += ["> **Warning: the environments differ**; changes may come from the environment:",
-                  ">"] + [f"> - {_md(w)}" for w in c.env_warnings] + [""]
+                  ">"] + [f"> - {md_cell(w)}" for w in c.env_warnings] + [""]
     if c.input_warnings:
-        lines += [f"- input: {_md(w)}" for w in c.input_warnings] + [""]
+        lines += [f"- input: {md_cell(w)}" for w in c.input_warnings] + [""]
     if c.missing:
-        lines += [f"**{_md(missing_head(c))}:**", ""] + \
-            [f"- {_md(name)}" for name in c.missing] + [""]
+        lines += [f"**{md_cell(missing_head(c))}:**", ""] + \
+            [f"- {md_cell(name)}" for name in c.missing] + [""]
     lines += ["| " + " | ".join(HEADER) + " |", "|---|---|---|---:|---:|---:|---|---|"]
     for v in c.verdicts:
         cells = _cells(v, c.gating_verdicts)
         if v.verdict in c.gating_verdicts:
             cells[0] = f"**{cells[0]}**"
-        lines.append("| " + " | ".join(_md(x) for x in cells) + " |")
+        lines.append("| " + " | ".join(md_cell(x) for x in cells) + " |")
     lines.append("")
     return "\n".join(lines)

@@ -53,6 +53,8 @@ from scalebench.spec import identity
 from scalebench.spec.errors import UserError
 from scalebench.tracking import accepted, history, history_changes, sweep_test
 
+_md = compare.md_cell  # one escaping for every markdown table
+
 POINTS = 10  # sweeps pooled by default
 ALPHA = 0.01  # the chance that an unchanged PR fails on a regression (Holm over its rows)
 UNTESTED = "untested"  # no sweep of the current run's testbed in the history: fails the gate
@@ -487,10 +489,6 @@ def render_text(g: Gate) -> str:
         what = f"{v.change_pct:+.1f}%" if v.verdict == "regression" else v.reason
         lines.append(f"  {v.verdict}: {v.metric} of {v.config}: {what}")
     return "\n".join(lines)
-
-
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(g: Gate) -> str:

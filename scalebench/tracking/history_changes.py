@@ -20,6 +20,8 @@ from scalebench.report.format import interval, num, pct, pct_interval
 from scalebench.spec.errors import UserError
 from scalebench.tracking import accepted, changepoints, history
 
+_md = compare.md_cell  # one escaping for every markdown table
+
 LAST = 5  # a regression that ends among the last LAST points is new: it fails the gate
 METHOD = ("A change is a step or a gradual change (a slide over several points) of a series' "
           "level between two flat stretches. Neighbouring points are not independent: the "
@@ -290,10 +292,6 @@ def render_text(c: Changes) -> str:
     lines += [f"  {x.series.metric} of {x.series.title} at {x.commit_range}: {x.accepted.text}"
               for x in c.accepted]
     return "\n".join(lines)
-
-
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(c: Changes) -> str:
