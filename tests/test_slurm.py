@@ -428,8 +428,16 @@ def test_time_limit_is_timeout_and_scancel_is_failed_and_the_sweep_goes_on(one_n
     cancelled, limited = read_records(out / "results.jsonl")
     assert cancelled["status"] == "failed" and cancelled["world_size"] == 1
     step = f"{info['job_id']}.{info['step_id']}"
-    assert cancelled["error"] == f"Slurm cancelled step {step} (scancel or an administrator)"
-    assert cancelled["scheduler"]["state"] == "CANCELLED"
+    # Without accounting the verdict is read from the step's stderr, where slurmstepd writes
+    # "*** STEP ... CANCELLED ..."; that line can be missing when srun exits first (once in
+    # three fresh-clone runs here, under the suite's load): the record then says what srun said,
+    # a killed task, and not that Slurm cancelled it.
+    if cancelled["scheduler"]["state"] == "CANCELLED":
+        assert cancelled["error"] == f"Slurm cancelled step {step} (scancel or an administrator)"
+    else:
+        assert cancelled["scheduler"]["state"] == "FAILED"
+        assert cancelled["error"].startswith("srun exited with code 137: "), cancelled["error"]
+        assert "Killed" in cancelled["error"]
     assert limited["status"] == "timeout" and limited["world_size"] == 2
     assert limited["error"].startswith(f"Slurm ended step {info['job_id']}.")
     assert "at its time limit (1 min" in limited["error"]
