@@ -606,6 +606,14 @@ def summary_line(c: Comparison) -> str:
     return f"{outcome} ({counts}; {settings})" + (f"; {missing}" if missing else "")
 
 
+def aligned(rows: list[list[str]]) -> list[str]:
+    """Text table lines: every column padded to its widest cell but the last, which runs on
+    (compare, gate and history detect print their tables so)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=False)) + "  " + r[-1]
+            for r in rows]
+
+
 def render_text(c: Comparison) -> str:
     lines = [f"scalebench compare: {c.baseline_label} -> {c.current_label} "
              f"(metrics {', '.join(c.metrics)}; threshold {c.threshold:g}%, alpha {c.alpha:g})"]
@@ -614,11 +622,7 @@ def render_text(c: Comparison) -> str:
         lines.append("WARNING: the environments differ; changes may come from the environment, "
                      "not the code:")
         lines += [f"  {w}" for w in c.env_warnings]
-    rows = [HEADER] + [_cells(v, c.gating_verdicts) for v in c.verdicts]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]
-    for r in rows:
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=False))
-                     + "  " + r[-1])
+    lines += aligned([HEADER] + [_cells(v, c.gating_verdicts) for v in c.verdicts])
     lines.append(summary_line(c))
     for v in c.gating:
         what = f"{v.change_pct:+.1f}% ({_test(v)})" if v.verdict == "regression" else v.reason

@@ -479,10 +479,7 @@ def render_text(g: Gate) -> str:
         lines.append("WARNING: the environments differ; changes may come from the environment, "
                      "not the code:")
         lines += [f"  {w}" for w in g.env_warnings]
-    rows = [HEADER] + [cells(r) for r in g.rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1]
-              for r in rows]
+    lines += compare.aligned([HEADER] + [cells(r) for r in g.rows])
     lines.append(summary_line(g))
     for r in g.gating:
         v = r.verdict

@@ -279,10 +279,7 @@ def render_text(c: Changes) -> str:
                          f"{'s' if k != 1 else ''} ({noise_text(s.detection)})")
     rows = _table_rows(c)
     if rows:
-        rows = [HEADER] + rows
-        widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]
-        lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=False)) + "  " + r[-1]
-                  for r in rows]
+        lines += compare.aligned([HEADER] + rows)
     lines.append(summary_line(c))
     for x in c.new_regressions:
         lines.append(f"  {x.series.metric} of {x.series.title}: {x.headline} (first seen "
