@@ -294,7 +294,8 @@ def test_the_cli_needs_nothing_a_bare_gpu_machine_lacks():
     Horovod's build): importing the CLI with every command must not pull them in (the rehearsal
     found `scalebench env` failing on k8s's jsonschema)."""
     code = ("import sys, scalebench.cli; scalebench.cli.build_parser(); print(sorted(m for m in "
-            "('jsonschema', 'yaml', 'ray', 'horovod') if m in sys.modules))")
+            "('jsonschema', 'yaml', 'ray', 'horovod', 'kubernetes') if m in "
+            "sys.modules))")
     probe = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                            timeout=120)
     assert probe.returncode == 0, probe.stderr

@@ -4,79 +4,17 @@ and state handling, not a cluster: no scheduling, pods, DNS, NCCL or volumes are
 
 from __future__ import annotations
 
-import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from k8s_loopback import LoopbackOperators
 
-from scalebench.k8s import validate, watch
-
-MAX_REQUESTS = 200
-
-
-class OperatorDouble:
-    """Plays one job's status sequence: each GET returns the next status (the last repeats);
-    POST creates, DELETE records the deletion and makes later GETs 404."""
-
-    def __init__(self, statuses: list[dict]):
-        self.statuses = statuses
-        self.requests: list[tuple[str, str]] = []
-        self.deleted = False
-        double = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _answer(self, code: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _handle(self) -> None:
-                double.requests.append((self.command, self.path))
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else None
-                if len(double.requests) > MAX_REQUESTS:
-                    self._answer(503, {"message": "request budget spent"})
-                    threading.Thread(target=double.server.shutdown, daemon=True).start()
-                elif self.command == "POST":
-                    self._answer(201, body)
-                elif self.command == "DELETE":
-                    double.deleted = True
-                    self._answer(200, {"kind": "Status", "status": "Success"})
-                elif double.deleted:
-                    self._answer(404, {"kind": "Status", "message": "not found"})
-                else:
-                    gets = sum(1 for m, _ in double.requests if m == "GET")
-                    status = double.statuses[min(gets, len(double.statuses)) - 1]
-                    self._answer(200, {"metadata": {"name": "job"}, "status": status})
-
-            do_GET = do_POST = do_DELETE = _handle
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def __enter__(self) -> watch.Client:
-        self.thread.start()
-        return watch.Client(f"http://127.0.0.1:{self.server.server_address[1]}", timeout=5)
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
+from scalebench.k8s import api, validate, watch
 
 
 def manifest(kind: str) -> dict:
-    api = {"MPIJob": "kubeflow.org/v2beta1", "TrainJob": "trainer.kubeflow.org/v1alpha1",
-           "PyTorchJob": "kubeflow.org/v1", "RayJob": "ray.io/v1"}[kind]
-    return {"apiVersion": api, "kind": kind, "metadata": {"name": "bench", "namespace": "perf"}}
+    return {"apiVersion": api.API_VERSIONS[kind], "kind": kind,
+            "metadata": {"name": "bench", "namespace": "perf"}}
 
 
 def cond(*types: str, message: str = "", reason: str = "") -> dict:
@@ -95,14 +33,21 @@ class FakeClock:
         self.now += seconds
 
 
-def run(kind: str, statuses: list[dict], deadline: float = 100.0):
+class Double:
+    """One job on the loopback server, seen as the old single-job double: requests, deleted."""
+
+    def __init__(self, server: LoopbackOperators):
+        self.requests = server.requests
+        self.deleted = "bench" in server.deleted
+
+
+def run(kind: str, statuses: list[dict], deadline: float = 100.0, **options):
     clock = FakeClock()
-    double = OperatorDouble(statuses)
-    with double as client:
+    with LoopbackOperators(default=statuses) as server, server.client() as client:
         client.create(manifest(kind))
         outcome = watch.watch(client, manifest(kind), deadline, poll_seconds=10, clock=clock,
-                              sleep=clock.sleep)
-    return outcome, double
+                              sleep=clock.sleep, **options)
+    return outcome, Double(server)
 
 
 @pytest.mark.parametrize("kind, done", [("MPIJob", "Succeeded"), ("PyTorchJob", "Succeeded")])
@@ -110,7 +55,7 @@ def test_conditions_created_running_succeeded_end_ok(kind, done):
     outcome, double = run(kind, [{}, cond("Created"), cond("Created", "Running"),
                                  cond("Created", "Running", done)])
     assert outcome.status == "ok" and outcome.polls == 4 and outcome.state.phase == "succeeded"
-    plural = watch.PLURALS[kind]
+    plural = api.PLURALS[kind]
     assert double.requests[0][0] == "POST" and double.requests[0][1].endswith(f"/perf/{plural}")
     assert double.requests[1] == ("GET", double.requests[1][1])
     assert double.requests[1][1].endswith(f"/namespaces/perf/{plural}/bench")
@@ -170,8 +115,9 @@ def test_rayjob_deployment_and_job_status(statuses, status, words):
 
 def test_a_job_deleted_by_someone_else_fails_with_its_last_state():
     clock = FakeClock()
-    double = OperatorDouble([cond("Created", "Running")])
-    with double as client:
+    with LoopbackOperators(default=[cond("Created", "Running")]) as server, \
+            server.client() as client:
+        client.create(manifest("MPIJob"))
         first = watch.state("MPIJob", client.get(manifest("MPIJob")))
         client.delete(manifest("MPIJob"))
         outcome = watch.watch(client, manifest("MPIJob"), 100, clock=clock, sleep=clock.sleep)
@@ -181,9 +127,8 @@ def test_a_job_deleted_by_someone_else_fails_with_its_last_state():
 
 def test_an_unreachable_api_fails_after_a_few_tries():
     clock = FakeClock()
-    double = OperatorDouble([{}])
-    with double as client:
-        pass  # server stopped: nothing listens on its port any more
+    with LoopbackOperators() as server:
+        client = server.client()  # server stopped below: nothing listens on its port any more
     outcome = watch.watch(client, manifest("TrainJob"), 1000, clock=clock, sleep=clock.sleep,
                           max_api_errors=3)
     assert outcome.status == "failed" and "did not answer" in outcome.error and outcome.polls == 3
@@ -210,3 +155,26 @@ def test_every_documented_state_has_a_phase():
         found = watch.state("MPIJob", {"status": cond(condition)})
         expected = {"Succeeded": "succeeded", "Failed": "failed", "Running": "running"}
         assert found.phase == expected.get(condition, "pending"), condition
+
+
+def test_a_job_that_never_starts_ends_at_the_pending_limit_and_states_are_reported_once():
+    seen = []
+    outcome, double = run("RayJob", [{"jobDeploymentStatus": "Initializing"}], deadline=1000,
+                          pending_seconds=25, on_state=seen.append)
+    assert outcome.status == "timeout" and double.deleted
+    assert "still pending after 25 s (Initializing)" in outcome.error
+    assert [s.reason for s in seen] == ["Initializing"]
+
+
+def test_the_pending_limit_stops_counting_once_the_job_runs():
+    running = cond("Created", "Running")
+    outcome, double = run("MPIJob", [cond("Created"), running, running, running,
+                                     cond("Created", "Running", "Succeeded")],
+                          deadline=1000, pending_seconds=15)
+    assert outcome.status == "ok" and not double.deleted
+
+
+def test_watching_without_delete_leaves_the_job():
+    outcome, double = run("MPIJob", [cond("Created")], deadline=20, delete=False)
+    assert outcome.status == "timeout" and not double.deleted
+    assert "deleted" not in outcome.error

@@ -1,9 +1,9 @@
 """A small client loop over the operators' status fields: apply a job, poll it to its end,
 delete it on the deadline or Ctrl-C, and say why it ended in the operator's own words.
 
-It speaks plain HTTP to the Kubernetes API, as `kubectl proxy` serves it (authentication stays
-with kubectl), and is tested against a loopback server that plays the operators' states. What
-each operator reports, from the Go types vendored beside the CRDs:
+It talks to the API through api.Client (the official Python client) and is tested against a
+loopback server that plays the operators' states. What each operator reports, from the Go types
+vendored beside the CRDs:
 
 - MPIJob (MPI Operator v2beta1) and PyTorchJob (Trainer v1): conditions Created, Running,
   Restarting, Suspended, Succeeded, Failed;
@@ -15,16 +15,12 @@ each operator reports, from the Go types vendored beside the CRDs:
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-PLURALS = {"MPIJob": "mpijobs", "TrainJob": "trainjobs", "PyTorchJob": "pytorchjobs",
-           "RayJob": "rayjobs"}
+from scalebench.k8s.api import ApiError, Client
 PHASES = ("pending", "running", "succeeded", "failed")
 RAY_PENDING = ("", "New", "Initializing", "Waiting", "Retrying", "Suspending", "Suspended")
 RAY_FAILED = ("Failed", "ValidationFailed")
@@ -98,72 +94,32 @@ def state(kind: str, obj: dict[str, Any]) -> State:
     raise ValueError(f"no status reading for kind {kind!r}")
 
 
-class ApiError(Exception):
-    def __init__(self, status: int | None, text: str):
-        super().__init__(f"HTTP {status}: {text}" if status else text)
-        self.status = status
-
-
-class Client:
-    """The custom-objects part of the Kubernetes REST API, over plain HTTP."""
-
-    def __init__(self, base_url: str, timeout: float = 10.0):
-        self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
-
-    def path(self, manifest: dict, with_name: bool = True) -> str:
-        group, _, version = manifest["apiVersion"].partition("/")
-        meta = manifest["metadata"]
-        path = (f"/apis/{group}/{version}/namespaces/{meta.get('namespace', 'default')}/"
-                f"{PLURALS[manifest['kind']]}")
-        return f"{path}/{meta['name']}" if with_name else path
-
-    def request(self, method: str, path: str, body: dict | None = None) -> dict:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json",
-                                              "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.loads(resp.read() or b"{}")
-        except urllib.error.HTTPError as exc:
-            text = exc.read().decode(errors="replace")
-            try:
-                text = json.loads(text).get("message", text)
-            except (ValueError, AttributeError):
-                pass
-            raise ApiError(exc.code, text[:300]) from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise ApiError(None, f"{self.base_url}: {exc}") from None
-
-    def create(self, manifest: dict) -> dict:
-        return self.request("POST", self.path(manifest, with_name=False), manifest)
-
-    def get(self, manifest: dict) -> dict:
-        return self.request("GET", self.path(manifest))
-
-    def delete(self, manifest: dict) -> dict:
-        # Foreground: the job's pods go with it, not left behind by an orphaning delete
-        return self.request("DELETE", self.path(manifest),
-                            {"kind": "DeleteOptions", "apiVersion": "v1",
-                             "propagationPolicy": "Foreground"})
-
-
 def watch(client: Client, manifest: dict, deadline_seconds: float, poll_seconds: float = 10.0,
-          *, clock: Callable[[], float] = time.monotonic,
+          *, pending_seconds: float | None = None, delete: bool = True,
+          on_state: Callable[[State], None] | None = None,
+          clock: Callable[[], float] = time.monotonic,
           sleep: Callable[[float], None] = time.sleep, max_api_errors: int = 5) -> Outcome:
-    """Poll a created job until the operator says it ended, or delete it at the deadline (or on
-    Ctrl-C, then re-raised). The outcome carries the operator's reason and message."""
+    """Poll a created job until the operator says it ended, or end it as a timeout at the
+    deadline, or earlier when it has not started running within pending_seconds (a job no node
+    can take, a RayJob stuck in Initializing). delete: delete the job at a timeout and on
+    Ctrl-C (re-raised). on_state: called with each new state. The outcome carries the
+    operator's reason and message."""
     kind = manifest["kind"]
     name = f"{kind} {manifest['metadata']['name']}"
-    end = clock() + deadline_seconds
-    last, polls, errors = State("pending"), 0, 0
+    start = clock()
+    end = start + deadline_seconds
+    pending_end = end if pending_seconds is None else min(end, start + pending_seconds)
+    last, polls, errors, started = State("pending"), 0, 0, False
+    seen: State | None = None
     try:
         while True:
             polls += 1
             try:
                 last = state(kind, client.get(manifest))
                 errors = 0
+                if last != seen and on_state is not None:
+                    on_state(last)
+                seen = last
             except ApiError as exc:
                 if exc.status == 404:
                     return Outcome("failed", last, f"{name} was deleted before it ended "
@@ -172,17 +128,22 @@ def watch(client: Client, manifest: dict, deadline_seconds: float, poll_seconds:
                 if errors >= max_api_errors:
                     return Outcome("failed", last, f"the API did not answer for {name} "
                                    f"{errors} times in a row: {exc}", polls)
+            started = started or last.phase != "pending"
             if last.phase == "succeeded":
                 return Outcome("ok", last, None, polls)
             if last.phase == "failed":
                 return Outcome("failed", last, f"{name} failed: {_words(last)}", polls)
-            if clock() >= end:
-                _delete_quietly(client, manifest)
-                return Outcome("timeout", last, f"{name} still {last.phase} after "
-                               f"{deadline_seconds:g} s ({_words(last)}); deleted it", polls)
-            sleep(max(0.0, min(poll_seconds, end - clock())))
+            limit = end if started else pending_end
+            if clock() >= limit:
+                waited = limit - start
+                if delete:
+                    delete_quietly(client, manifest)
+                return Outcome("timeout", last, f"{name} still {last.phase} after {waited:g} s "
+                               f"({_words(last)})" + ("; deleted it" if delete else ""), polls)
+            sleep(max(0.0, min(poll_seconds, limit - clock())))
     except KeyboardInterrupt:
-        _delete_quietly(client, manifest)
+        if delete:
+            delete_quietly(client, manifest)
         raise
 
 
@@ -191,7 +152,7 @@ def _words(s: State) -> str:
     return f"{text}: {s.message}" if s.message else text
 
 
-def _delete_quietly(client: Client, manifest: dict) -> None:
+def delete_quietly(client: Client, manifest: dict) -> None:
     try:
         client.delete(manifest)
     except ApiError:
