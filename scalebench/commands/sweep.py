@@ -18,7 +18,7 @@ TOP_FLAGS = {  # flag dest -> SweepSpec field
     "launch": "launch", "breakdown": "breakdown", "profile": "profile", "report": "report",
     "with_allreduce": "with_allreduce", "vet_file": "vet_file",
     "inject_step_delay": "inject_step_delay", "inject_input_delay": "inject_input_delay",
-    "tuned": "tuned",
+    "tuned": "tuned", "strict": "strict",
 }
 
 
@@ -62,6 +62,10 @@ def register(sub) -> None:
                    "of this same job (its vet.json or folder)")
     p.add_argument("--tuned", help="a `scalebench tune` folder or its tuned.toml: every cell it "
                    "tuned also runs with its winning settings, beside the default run")
+    p.add_argument("--strict", action="store_true", default=None,
+                   help="run a configuration whose timed windows were disturbed (other "
+                   "processes, steal time, a throttled GPU: docs/disturbance.md) once more; "
+                   "both records are kept, the newer one counts")
     p.add_argument("--out", help="output folder (default results/<workload name>)")
     p.add_argument("--resume", action="store_true", default=None,
                    help="skip runs already recorded ok in OUT/results.jsonl")

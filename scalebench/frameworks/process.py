@@ -18,10 +18,10 @@ from pathlib import Path
 import psutil
 
 from scalebench.frameworks.base import LaunchOutcome
+from scalebench.hardware.cpu_load import MARKER_VAR
 
 TERM_GRACE_SECONDS = 5.0
 KILL_ROUNDS = 5
-MARKER_VAR = "SCALEBENCH_RUN_MARKER"
 TAIL_LINES = 20
 RESULT_FILE = "result.json"
 SPEC_FILE = "spec.json"

@@ -13,7 +13,11 @@ from typing import Any
 
 from scalebench.spec.launch import Job
 
-SCHEMA_VERSION = 1
+# The version this scalebench writes, and every version it reads. Version 2 added
+# `disturbance` to train records (analysis/disturbance.py); a version-1 record reads as one
+# whose disturbance was not recorded.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 STATUSES = ("ok", "failed", "timeout", "skipped")
 
 # field -> allowed types; checked on every record built and every record read
@@ -48,6 +52,7 @@ OPTIONAL_LAUNCH_FIELDS: dict[str, tuple[type, ...]] = {
     "group_size": (int,),
     "sweep_id": (str,),  # the sweep that wrote it (executor.execute; --resume keeps it)
     "vetting": (dict,),  # the vetting that placed the run: its id, the nodes left out and why
+    "rerun_of": (str,),  # sweep --strict: the run id of the disturbed run this one repeats
 }
 
 
@@ -58,6 +63,7 @@ OPTIONAL_TRAIN_FIELDS: dict[str, tuple[type, ...]] = {
     "mean_watts_per_worker": (float, type(None)),
     "energy": (dict,),
     "worker_placement": (list,),
+    "disturbance": (dict,),  # schema 2: what else ran during the windows (analysis/disturbance)
 }
 
 
@@ -85,10 +91,11 @@ def check_fields(record: dict[str, Any], fields: dict[str, tuple[type, ...]]) ->
 
 def check_common(record: dict[str, Any]) -> None:
     """Format version, common fields, status and its reason."""
-    if record.get("schema_version") != SCHEMA_VERSION:
+    if record.get("schema_version") not in READABLE_VERSIONS:
         raise RecordError(
             f"schema_version {record.get('schema_version')!r} is not supported (this scalebench "
-            f"reads version {SCHEMA_VERSION}); re-run the sweep or use the scalebench that wrote it"
+            f"reads versions {', '.join(map(str, READABLE_VERSIONS))}); re-run the sweep or use "
+            "the scalebench that wrote it"
         )
     check_fields(record, COMMON_FIELDS)
     check_optional(record, OPTIONAL_LAUNCH_FIELDS)

@@ -10,6 +10,7 @@ the loop with every record so far saved, and every session is closed in all case
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from scalebench import frameworks, tasks
+from scalebench.analysis import disturbance
 from scalebench.frameworks.base import LaunchOutcome, Sessions
-from scalebench.hardware import envinfo
+from scalebench.hardware import cpu_load, envinfo
 from scalebench.hardware.devices import DeviceInfo
 from scalebench.records import results
 from scalebench.records.schema import new_sweep_id
@@ -52,7 +54,7 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
             options_for: Callable[[str], Any], *, resume: bool = False,
             fresh_file: bool = True, progress: Progress | None = None,
             launch_mode: str = "isolated", vetting: dict | None = None,
-            sessions: Sessions | None = None) -> ExecutionOutcome:
+            sessions: Sessions | None = None, strict: bool = False) -> ExecutionOutcome:
     """Run jobs and append their records to OUT/results.jsonl, each stamped with this sweep's
     `sweep_id` (a new one; with resume, the one the file's records carry, so that a resumed
     sweep stays one sweep) and, when a vetting placed the runs, with `vetting`.
@@ -65,6 +67,8 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
     vetting: the vetting that placed the runs (vet.files.Vetting.record_field), carried by
     every record. sessions: framework sessions the caller holds open across several execute
     calls (the tuner's rounds) and closes itself; None: opened here and closed at the end.
+    strict: a run whose windows were disturbed (analysis/disturbance.py) runs once more,
+    alone; both records are kept (the newer one counts in the summary).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -85,7 +89,11 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
     own_sessions = sessions is None
     if sessions is None:
         sessions = Sessions(options_for, device.device, out_dir)
-    runner = _Runner(out_dir, env, sessions, progress, outcome, sweep_id, vetting)
+    runner = _Runner(out_dir, env, sessions, progress, outcome, sweep_id, vetting, strict)
+    # every process launched from here on descends from this one: the workers' disturbance
+    # readers count them as the benchmark's own (hardware/cpu_load.py)
+    outer_sweep = os.environ.get(cpu_load.SWEEP_PID_VAR)
+    os.environ[cpu_load.SWEEP_PID_VAR] = cpu_load.sweep_value()
     try:
         for unit in group.plan_groups(jobs, launch_mode):
             pending = []
@@ -116,6 +124,10 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
         progress.close()
         if own_sessions:
             sessions.close_all()
+        if outer_sweep is None:
+            os.environ.pop(cpu_load.SWEEP_PID_VAR, None)
+        else:
+            os.environ[cpu_load.SWEEP_PID_VAR] = outer_sweep
     return outcome
 
 
@@ -123,13 +135,19 @@ class _Runner:
     """Launches of one execute call: alone or as a group; records appended as they come."""
 
     def __init__(self, out_dir: Path, env: dict, sessions: Sessions, progress: Progress,
-                 outcome: ExecutionOutcome, sweep_id: str, vetting: dict | None = None):
+                 outcome: ExecutionOutcome, sweep_id: str, vetting: dict | None = None,
+                 strict: bool = False):
         self.out_dir, self.env, self.sessions = out_dir, env, sessions
         self.progress, self.outcome, self.sweep_id = progress, outcome, sweep_id
         self.vetting = vetting
         self.groups = 0
+        self.strict = strict
+        self.reruns: dict[str, str] = {}  # --strict: the re-run's run id -> the disturbed one's
 
     def emit(self, records: list[dict]) -> None:
+        for record in records:
+            if record.get("run_id") in self.reruns:
+                record["rerun_of"] = self.reruns[record["run_id"]]
         for record in records:
             record["sweep_id"] = self.sweep_id
             if self.vetting is not None:
@@ -160,6 +178,7 @@ class _Runner:
         records = usable_records(task, job, launch, self.env)
         self.emit(records)
         self.progress.finish(records)
+        self.rerun_disturbed([job], records)
 
     def run_group(self, members: list[Job]) -> None:
         self.groups += 1
@@ -196,8 +215,28 @@ class _Runner:
                 measured += usable_records(tasks.get(job.kind), job, member, self.env)
         self.emit(measured)
         self.progress.finish(measured, configurations=len(measured))
+        self.rerun_disturbed(placed, measured)
         for job in left:  # the group died before these: each alone, as an isolated launch
             self.run_alone(dataclasses.replace(job, group=None))
+
+
+    def rerun_disturbed(self, jobs: Sequence[Job], records: list[dict]) -> None:
+        """--strict: each disturbed ok run of these jobs once more, alone (a re-run is never
+        re-run); both records stay in the results file."""
+        if not self.strict:
+            return
+        by_id = {job.run_id: job for job in jobs}
+        for record in records:
+            job = by_id.get(record.get("run_id", ""))
+            if job is None or record.get("rerun_of") or record.get("status") != "ok" \
+                    or not disturbance.is_disturbed(record):
+                continue
+            self.progress.note(f"{job.run_id} was disturbed ({disturbance.record_text(record)});"
+                               " --strict runs it once more")
+            again = dataclasses.replace(job, run_id=f"{job.run_id}-again", group=None)
+            self.reruns[again.run_id] = job.run_id
+            self.progress.total += 1
+            self.run_alone(again)
 
 
 def usable_records(task: tasks.Task, job: Job, launch: LaunchOutcome, env: dict) -> list[dict]:

@@ -64,7 +64,8 @@ def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcom
         progress.total = len(jobs)
     done = executor.execute(jobs, device, Path(sweep.out), sweep.options, resume=sweep.resume,
                             progress=progress, launch_mode=sweep.launch,
-                            vetting=None if vetting is None else vetting.record_field())
+                            vetting=None if vetting is None else vetting.record_field(),
+                            strict=sweep.strict)
     outcome = SweepOutcome(done.out_dir, done.records, done.skipped_existing,
                            interrupted=done.interrupted)
     if sweep.report and done.results_path.is_file():

@@ -58,6 +58,7 @@ class SweepSpec:
     with_allreduce: bool = False  # measure each framework's allreduce first (link for the model)
     profile: bool = False  # a torch.profiler trace of one window on rank 0 per run
     report: bool = True  # summary, figures and reports after the runs (else records only)
+    strict: bool = False  # a disturbed run runs once more (analysis/disturbance.py); both kept
     vet: Any = None  # vet.options.VetOptions: vet the allocation first, run on vetted nodes
     vet_file: str | None = None  # an earlier vetting (vet.json) of this Slurm job to place by
     # cells `scalebench tune` tuned (spec/tuned.py): each also runs with its winning options
@@ -105,6 +106,7 @@ _TOP_FIELDS: dict[str, Any] = {
     "with_allreduce": lambda v: fields.boolean("with_allreduce", v),
     "profile": lambda v: fields.boolean("profile", v),
     "report": lambda v: fields.boolean("report", v),
+    "strict": lambda v: fields.boolean("strict", v),
     "vet_file": lambda v: fields.text("vet_file", v),
     "tuned": lambda v: tuned.load(fields.text("tuned", v)),
     "inject_step_delay": lambda v: _step_delay(v),

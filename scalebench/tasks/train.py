@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from scalebench import frameworks
-from scalebench.analysis import mfu, stats
+from scalebench.analysis import disturbance, mfu, stats
 from scalebench.frameworks.base import LaunchOutcome
 from scalebench.hardware import devices, energy
 from scalebench.models import flops, workloads
@@ -356,6 +356,7 @@ def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_rea
     record.update(mfu.record_fields(record))
     record.update(energy.record_fields(result.get("energy"), windows,
                                        spec.global_batch * spec.iters))
+    record.update(disturbance.record_fields(result.get("disturbance"), spec.trials))
     record["worker_placement"] = result.get("placement") or []
     if result.get("profile"):
         record["artifacts"] = {**record["artifacts"], "profile": result["profile"]}

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalebench.hardware import energy, topology
+from scalebench.hardware import disturbance, energy, topology
+from scalebench.hardware.disturbance import Watcher
 from scalebench.hardware.energy import Meter
 from scalebench.models import workloads
 from scalebench.spec.launch import Job
@@ -87,10 +88,13 @@ class Phases:
 
 
 def timed_windows(step: Step | Callable[[], Any], trials: int, iters: int, comm: Comm, device,
-                  clock: Callable[[], float], meter: Meter | None = None) -> Windows:
+                  clock: Callable[[], float], meter: Meter | None = None,
+                  watcher: Watcher | None = None) -> Windows:
     """`trials` windows of `iters` steps, each framed by a device sync and a barrier. A meter
     (hardware/energy.py) reads its energy counters at each window's edges: after the barrier,
-    just before the clock starts, and just after it stops, never inside the window."""
+    just before the clock starts, and just after it stops, never inside the window. A watcher
+    (hardware/disturbance.py) reads what else the node and the GPU did, outside the meter's
+    readings (it takes longer: a scan of /proc)."""
     out = Windows()
     wait = getattr(step, "input_wait", lambda: 0.0)
     for _ in range(trials):
@@ -99,6 +103,8 @@ def timed_windows(step: Step | Callable[[], Any], trials: int, iters: int, comm:
         if out.first_unix is None:
             out.first_unix = time.time()
         waited = wait()
+        if watcher is not None:
+            watcher.start()
         if meter is not None:
             meter.start()
         start = clock()
@@ -108,6 +114,8 @@ def timed_windows(step: Step | Callable[[], Any], trials: int, iters: int, comm:
         out.seconds.append(clock() - start)
         if meter is not None:
             meter.stop()
+        if watcher is not None:
+            watcher.stop()
         out.input_wait.append(wait() - waited)
     comm.barrier()
     return out
@@ -184,6 +192,7 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
     delay = spec.fault_step_delay if comm.rank == spec.fault_rank else 0.0
     distributed = comm.world_size > 1
     meter = open_meter(device, comm)
+    watcher = disturbance.open_watcher(device.type, device.index or 0, comm.local_rank)
     phases.mark("build")
     train_start_unix = time.time()
 
@@ -215,7 +224,7 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
     loss = warm_up(step, spec.warmup, comm, device)
     warmup_seconds = phases.mark("warmup")
     skipped_before = step.skipped_steps()
-    synced = timed_windows(step, spec.trials, spec.iters, comm, device, clock, meter)
+    synced = timed_windows(step, spec.trials, spec.iters, comm, device, clock, meter, watcher)
     phases.mark("timed")
     loss = synced.last_loss if synced.last_loss is not None else loss
     skipped = step.skipped_steps() - skipped_before if step.scaler is not None else None
@@ -248,6 +257,7 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         "topology": comm.topology(),
         "scaler_skipped_steps": skipped,
         "energy": meter.result(),
+        "disturbance": watcher.result(),
         "placement": topology.worker_placement(device.index if device.type == "cuda" else None),
     }
     phases.mark("finish")
@@ -270,6 +280,7 @@ def run(job: Job, comm: Comm, clock: Callable[[], float] = time.perf_counter) ->
         "topology": [g["topology"] for g in gathered],
         "scaler_skipped_steps": [g["scaler_skipped_steps"] for g in gathered],
         "energy": [g["energy"] for g in gathered],
+        "disturbance": [g["disturbance"] for g in gathered],
         "placement": [g["placement"] for g in gathered],
         "wrapped_window_seconds": None if wrapped is None else [wrapped.seconds],
         "math": math_settings(device),
