@@ -44,9 +44,11 @@ def test_efficiency_and_delta_interval_by_hand():
     e = stats.efficiency(four, 4, one)
     assert e.value == pytest.approx(0.9)
     rel = math.hypot((4 / math.sqrt(3)) / 360, (2 / math.sqrt(3)) / 100)
-    half = 4.302653 * rel * 0.9
-    assert e.ci_low == pytest.approx(0.9 - half, abs=1e-5)
-    assert e.ci_high == pytest.approx(0.9 + half, abs=1e-5)
+    # relative errors are the standard error of log(ratio): the interval is taken on the log
+    # scale, 0.9 x exp(-+t x rel), never below zero
+    half = 4.302653 * rel
+    assert e.ci_low == pytest.approx(0.9 * math.exp(-half), abs=1e-5)
+    assert e.ci_high == pytest.approx(0.9 * math.exp(half), abs=1e-5)
 
 
 def _record(framework, world, trials, nodes=1, model="resnet101"):

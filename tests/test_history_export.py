@@ -79,11 +79,12 @@ def export(store: Path | str, fmt: str, out: Path, *extra: str) -> Path:
 
 
 def interval(values: list[float]) -> tuple[float, float, float]:
-    """Mean and 95% Student-t interval, worked out here (not by scalebench.analysis.stats)."""
+    """Mean and 95% interval, worked out here (not by scalebench.analysis.stats): Student-t on
+    the log scale (images/s and efficiency are positive), mean x exp(-+half)."""
     mean = statistics.fmean(values)
-    half = scipy_stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(
-        len(values))
-    return mean, mean - half, mean + half
+    half = scipy_stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(
+        math.log(v) for v in values) / math.sqrt(len(values))
+    return mean, mean * math.exp(-half), mean * math.exp(half)
 
 
 def expected(k: int) -> dict[str, dict[str, tuple[float, float, float]]]:

@@ -34,10 +34,13 @@ def test_a_row_summarises_every_ok_launch_by_its_per_process_means():
     assert (row["processes"], row["processes_planned"], row["trials_total"]) == (3, 3, 9)
     assert row["samples_basis"] == "processes"
     assert row["samples_text"] == "3 processes (3 trials each)"
-    # one sample per process: means 10, 11, 12 -> std 1, interval 11 +- t(2) / sqrt(3)
+    # one sample per process: means 10, 11, 12 -> std 1, interval on the log scale
+    # 11 x exp(+-t(2) x sd(log means) / sqrt(3))
     assert row["images_per_sec"] == pytest.approx(11.0)
     assert row["std"] == pytest.approx(1.0)
-    assert row["ci95_high"] - 11.0 == pytest.approx(T2 / math.sqrt(3))
+    half = T2 * statistics.stdev(math.log(m) for m in (10.0, 11.0, 12.0)) / math.sqrt(3)
+    assert row["ci95_high"] == pytest.approx(11.0 * math.exp(half))
+    assert row["ci95_low"] == pytest.approx(11.0 * math.exp(-half))
     assert row["noisy"]  # 9% from launch to launch, though every launch is tight inside
 
 
@@ -150,18 +153,19 @@ def test_efficiency_verdict_says_when_the_baseline_moved():
 # ---------------------------------------------------------------- the fallback test honours alpha
 
 def test_fallback_intervals_follow_alpha():
-    # means 2 and 6, std 1 each: 95% half-width 2.48 (overlap), 90% half-width 1.69 (apart)
-    strict = stats.difference([1, 2, 3], [5, 6, 7], alpha=0.05)
+    # means 11 and 15, std 1 each, intervals on the log scale: 95% [8.77, 13.80] vs
+    # [12.71, 17.70] (overlap), 90% [9.44, 12.82] vs [13.40, 16.79] (apart)
+    strict = stats.difference([10, 11, 12], [14, 15, 16], alpha=0.05)
     assert strict.test == "95% intervals" and not strict.significant
-    loose = stats.difference([1, 2, 3], [5, 6, 7], alpha=0.1)
+    loose = stats.difference([10, 11, 12], [14, 15, 16], alpha=0.1)
     assert loose.test == "90% intervals" and loose.significant
     assert "90% intervals do not overlap" in loose.reason
     assert stats.intervals_test(0.01) == "99% intervals"
 
 
 def test_compare_alpha_reaches_the_fallback(tmp_path, capsys):
-    base = write_records(tmp_path / "a.jsonl", [fake_record((1.0, 2.0, 3.0))])
-    cur = write_records(tmp_path / "b.jsonl", [fake_record((5.0, 6.0, 7.0))])
+    base = write_records(tmp_path / "a.jsonl", [fake_record((10.0, 11.0, 12.0))])
+    cur = write_records(tmp_path / "b.jsonl", [fake_record((14.0, 15.0, 16.0))])
     # faster, not slower: exit 0 either way; the test that decided is what matters here
     assert cli.main(["compare", str(base), str(cur), "--alpha", "0.1"]) == 0
     out = capsys.readouterr().out

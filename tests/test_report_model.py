@@ -70,9 +70,9 @@ def test_each_difference_is_decided_once(tmp_path, monkeypatch):
     calls = []
     original = stats.difference
 
-    def counted(a, b, alpha=0.05):
+    def counted(a, b, alpha=0.05, **kwargs):
         calls.append(alpha)
-        return original(a, b, alpha)
+        return original(a, b, alpha, **kwargs)
 
     monkeypatch.setattr(stats, "difference", counted)
     report.write_all(reference_records(), [], tmp_path)

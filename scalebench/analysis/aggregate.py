@@ -35,11 +35,12 @@ SUMMARY_COLUMNS = [
     "model", "framework", "step_options", "world_size", "nodes", "batch_size", "global_batch",
     "image_size", "precision", "precision_label", "tf32", "device", "scaling", "data", "trials",
     "processes", "processes_planned", "trials_total", "samples_basis",
-    "images_per_sec", "ci95_low", "ci95_high", "median", "std", "rel_std", "noisy",
+    "images_per_sec", "ci95_low", "ci95_high", "ci95_too_noisy", "median", "std", "rel_std", "noisy",
     "per_worker_images_per_sec", "startup_seconds",
-    "efficiency", "efficiency_ci95_low", "efficiency_ci95_high",
+    "efficiency", "efficiency_ci95_low", "efficiency_ci95_high", "efficiency_ci95_too_noisy",
     "efficiency_vs_best", "best_one_worker_framework", "efficiency_per_node",
-    "wrapped_images_per_sec", "wrapped_ci95_low", "wrapped_ci95_high", "wrapper_overhead",
+    "wrapped_images_per_sec", "wrapped_ci95_low", "wrapped_ci95_high", "wrapped_ci95_too_noisy",
+    "wrapper_overhead",
     "flops_per_image", "achieved_flops_per_worker", "peak_flops", "peak_flops_per_worker",
     "mfu", "mfu_ci95_low", "mfu_ci95_high", "datasheet_peak_flops", "mfu_datasheet",
     "joules_per_image", "images_per_joule", "mean_watts_per_worker", "energy_measured",
@@ -137,9 +138,13 @@ def efficiency_samples(runs_n: Runs, runs_1: Runs, workers: int) -> stats.Sample
 
 def efficiency_estimate(samples: stats.Samples) -> stats.Ratio:
     """The one efficiency and interval of paired samples: the mean of the per-launch ratios (with
-    one launch: the ratio of the two means), the 95% interval of the samples' basis."""
-    s = samples.summary()
-    return stats.Ratio(statistics.fmean(samples.process_values), s.ci_low, s.ci_high)
+    one launch: the ratio of the two means), and its 95% interval from the paired ratios of the
+    samples' basis on the log scale (stats.positive_interval: never below zero; too noisy to
+    bound, naming the run and trials behind it, where the bounds lie more than MAX_SPAN apart)."""
+    value = statistics.fmean(samples.process_values)
+    low, high, why = stats.positive_interval(value, samples.values(), cause=samples.cause(),
+                                             unit=stats.UNITS[samples.basis])
+    return stats.Ratio(value, low, high, why)
 
 
 def paired_value(runs_n: Runs, runs_1: Runs, multiple: int) -> float | None:
@@ -264,15 +269,18 @@ def _row(runs: Runs, samples: stats.Samples) -> dict:
         "trials_total": len(samples.trials), "samples_basis": samples.basis,
         "samples_text": samples.describe(), "samples": samples, "records": runs.ok,
         "images_per_sec": s.mean, "ci95_low": s.ci_low, "ci95_high": s.ci_high,
+        "ci95_too_noisy": s.too_noisy,
         "median": s.median, "std": s.std, "rel_std": s.rel_std, "noisy": s.noisy,
         "per_worker_images_per_sec": s.mean / r["world_size"],
         "startup_seconds": statistics.fmean(startups) if startups else None,
         "efficiency": None, "efficiency_ci95_low": None, "efficiency_ci95_high": None,
+        "efficiency_ci95_too_noisy": "",
         "efficiency_vs_best": None, "best_one_worker_framework": None,
         "efficiency_per_node": None,
         "baseline_images_per_sec": None, "baseline_note": "",
         "best_one_worker_images_per_sec": None,
         "wrapped_images_per_sec": None, "wrapped_ci95_low": None, "wrapped_ci95_high": None,
+        "wrapped_ci95_too_noisy": "",
         "wrapper_overhead": None,
         "warnings": run_warnings(runs),
         **mfu.row_fields(r, s.mean, s.ci_low, s.ci_high),
@@ -282,7 +290,8 @@ def _row(runs: Runs, samples: stats.Samples) -> dict:
     if wrapped is not None:
         w = wrapped.summary()
         row.update(wrapped_images_per_sec=w.mean, wrapped_ci95_low=w.ci_low,
-                   wrapped_ci95_high=w.ci_high, wrapper_overhead=1 - w.mean / s.mean)
+                   wrapped_ci95_high=w.ci_high, wrapped_ci95_too_noisy=w.too_noisy,
+                   wrapper_overhead=1 - w.mean / s.mean)
     return row
 
 
@@ -316,7 +325,7 @@ def summary_rows(records: Sequence[dict]) -> list[dict]:
             if paired is not None:
                 e = efficiency_estimate(paired)
                 row.update(efficiency=e.value, efficiency_ci95_low=e.ci_low,
-                           efficiency_ci95_high=e.ci_high,
+                           efficiency_ci95_high=e.ci_high, efficiency_ci95_too_noisy=e.too_noisy,
                            baseline_images_per_sec=summaries[base].mean)
         best = best_one.get(identity.best_baseline_key(record))
         if best:

@@ -43,6 +43,7 @@ from scalebench.analysis import aggregate, stats
 from scalebench.hardware import topology
 from scalebench.hardware.envinfo import HARDWARE_FIELDS
 from scalebench.records.validity import Invalid
+from scalebench.report.format import with_interval
 from scalebench.spec import identity
 from scalebench.spec.errors import UserError
 
@@ -109,7 +110,7 @@ def judge(baseline: Sequence[float] | stats.Samples, current: Sequence[float] | 
     """The rule, for higher-is-better samples: a change beyond the threshold that is significant.
     The change is between the means on the samples the test used (stats.common_basis)."""
     base, cur = as_samples(baseline), as_samples(current)
-    diff = stats.difference_of(base, cur, alpha)
+    diff = stats.difference_of(base, cur, alpha, ("baseline", "current"))
     b, c = base.summary(diff.basis), cur.summary(diff.basis)
     change = 100.0 * (c.mean - b.mean) / b.mean
     beyond = abs(change) > threshold
@@ -528,14 +529,7 @@ def compare(baseline: list[dict], current: list[dict], threshold: float = 5.0, a
 def _value(metric: str, s: stats.Summary | None) -> str:
     if s is None:
         return "–"
-    if metric == "efficiency":
-        text = f"{100 * s.mean:.1f}%"
-        if s.ci_low is not None:
-            text += f" [{100 * s.ci_low:.1f}–{100 * s.ci_high:.1f}]"
-    else:
-        text = f"{s.mean:.4g}"
-        if s.ci_low is not None:
-            text += f" [{s.ci_low:.4g}–{s.ci_high:.4g}]"
+    text = with_interval(s.mean, s.ci_low, s.ci_high, metric == "efficiency", s.too_noisy)
     if s.noisy:
         text += " noisy"
     return text

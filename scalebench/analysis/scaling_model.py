@@ -31,6 +31,7 @@ from typing import Any
 from scalebench import frameworks
 from scalebench.analysis import aggregate
 from scalebench.models import workloads
+from scalebench.report.format import noisy_text
 from scalebench.spec.errors import UserError
 from scalebench.spec.units import format_bandwidth
 
@@ -395,6 +396,7 @@ def model_rows(rows: Sequence[dict], link: Link | float | Callable[[dict], Link 
             "efficiency": row.get("efficiency"),
             "efficiency_ci95_low": row.get("efficiency_ci95_low"),
             "efficiency_ci95_high": row.get("efficiency_ci95_high"),
+            "efficiency_ci95_too_noisy": row.get("efficiency_ci95_too_noisy") or "",
         }
         reason = None
         chosen = choose(row)
@@ -402,6 +404,9 @@ def model_rows(rows: Sequence[dict], link: Link | float | Callable[[dict], Link 
             reason = "no one-worker run of this framework to compare with"
         elif row["model"] not in workloads.MODELS:
             reason = f"unknown model {row['model']!r}: no parameter count"
+        elif entry["efficiency_ci95_too_noisy"]:
+            reason = (f"efficiency {noisy_text(entry['efficiency_ci95_too_noisy'])}: not "
+                      "judged against the model's bounds")
         elif chosen is None:
             reason = (f"no allreduce measurement for {row['framework']} on {row['device']}; "
                       "run `scalebench allreduce` or give a bandwidth")

@@ -1,7 +1,10 @@
 """Statistics, each defined once: summaries of samples, t-intervals, efficiency, and the test
 that decides whether two sets of samples differ.
 
-The 95% interval is a Student-t interval of the mean, not +-1.96 std (a spread). A metric has
+The 95% interval is a Student-t interval of the mean, not +-1.96 std (a spread). Images/s and
+efficiency are positive, so their intervals are taken on the log scale (`positive_interval`):
+never below zero, and where the bounds would lie more than MAX_SPAN apart, or a sample is not
+above zero, no bounds but the reason the interval is too noisy to bound. A metric has
 samples at two levels (`Samples`): one per process (a launch's mean over its trials) and one per
 trial. With two or more processes, the processes are the independent samples and decide the
 interval, the noise flag and the significance test; with one process its trials do.
@@ -16,6 +19,11 @@ from dataclasses import dataclass, replace
 
 CONFIDENCE = 0.95
 NOISY_REL_STD = 0.05  # variation between samples above this flags a run as noisy
+# An interval of a positive quantity whose upper bound is more than this many times its lower
+# bound says no more than the order of magnitude: it is shown as too noisy to bound, with why.
+MAX_SPAN = 10.0
+# A sample this many times below or above the median of the others is named as the cause.
+OUTLIER_FACTOR = 2.0
 
 
 def t_quantile(df: int, confidence: float = CONFIDENCE) -> float:
@@ -32,8 +40,9 @@ class Summary:
     mean: float
     median: float
     std: float  # sample standard deviation (n-1); 0 for one sample
-    ci_low: float | None  # None when n < 2: one sample has no interval
+    ci_low: float | None  # None when n < 2 (one sample has no interval) or too noisy
     ci_high: float | None
+    too_noisy: str = ""  # why a positive quantity's interval is too noisy to bound; else ""
 
     @property
     def sem(self) -> float:
@@ -85,24 +94,96 @@ class Ratio:
     value: float
     ci_low: float | None
     ci_high: float | None
+    too_noisy: str = ""  # why the interval is too noisy to bound (positive_interval); else ""
+
+
+def _log_bounds(estimate: float, half: float) -> tuple[float | None, float | None, str]:
+    """estimate x exp(-+half), or no bounds when they lie more than MAX_SPAN apart."""
+    if 2 * half > math.log(MAX_SPAN):
+        return None, None, ""
+    return estimate * math.exp(-half), estimate * math.exp(half), ""
+
+
+def positive_interval(estimate: float, values: Sequence[float], confidence: float = CONFIDENCE,
+                      cause: str = "", unit: str = "samples"
+                      ) -> tuple[float | None, float | None, str]:
+    """(low, high, too_noisy): the interval of a positive estimate (images/s, an efficiency)
+    from the samples behind it, taken on the log scale so that it is never below zero.
+
+    The half-width is the Student-t one of the samples' logarithms, t(n-1) x sd(log x) /
+    sqrt(n), and the interval is estimate x exp(-+half): for a ratio (an efficiency), the log is
+    a difference of logs, so paired samples keep their pairing. Centred on the estimate, the
+    interval always contains the number it belongs to; for small spreads it is the linear
+    t-interval (sd(log x) ~ sd(x) / mean). With one sample: no bounds and no reason (one sample
+    has no interval). With a sample at or below zero, or bounds more than MAX_SPAN apart: no
+    bounds, and too_noisy says why (`cause`, e.g. "1 of 3 trials 17x slower", else the samples'
+    spread in words).
+    """
+    values = [float(v) for v in values]
+    n = len(values)
+    if n < 2:
+        return None, None, ""
+    bad = sum(1 for v in values if not v > 0)
+    if bad or not estimate > 0:
+        what = f"{bad} of {_count(n, unit[:-1], unit)} at or below zero" if bad else \
+            f"an estimate of {estimate:.3g}"
+        return None, None, what
+    logs = [math.log(v) for v in values]
+    half = t_quantile(n - 1, confidence) * statistics.stdev(logs) / math.sqrt(n)
+    low, high, _ = _log_bounds(estimate, half)
+    if low is None:
+        return None, None, cause or outlier_text(values, unit) or \
+            f"{n} {unit} from {min(values):.3g} to {max(values):.3g}"
+    return low, high, ""
+
+
+def outlier_text(values: Sequence[float], unit: str = "samples", lower: str = "slower",
+                 higher: str = "faster") -> str:
+    """The samples more than OUTLIER_FACTOR from the median, in words: "1 of 3 trials 17x
+    slower" (the most extreme one's factor), only while they are a minority; "" when none is."""
+    values = [float(v) for v in values]
+    n = len(values)
+    if n < 2 or any(not v > 0 for v in values):
+        return ""
+    median = statistics.median(values)
+    out = []
+    for far, word in (([median / v for v in values if v * OUTLIER_FACTOR < median], lower),
+                      ([v / median for v in values if v > OUTLIER_FACTOR * median], higher)):
+        if far and 2 * len(far) < n + (n == 2):
+            factor = max(far)
+            out.append(f"{len(far)} of {n} {unit} {factor:.{0 if factor >= 10 else 1}f}x {word}")
+    return ", ".join(out)
+
+
+def summarize_positive(samples: Sequence[float], confidence: float = CONFIDENCE, cause: str = "",
+                       unit: str = "samples") -> Summary:
+    """`summarize` of a positive quantity: the same mean, median and spread, the interval
+    positive_interval's (log scale; none, with the reason, when too noisy to bound)."""
+    s = summarize(samples, confidence)
+    low, high, why = positive_interval(s.mean, samples, confidence, cause, unit)
+    return replace(s, ci_low=low, ci_high=high, too_noisy=why)
 
 
 def efficiency(throughput_n: Summary, workers: int, throughput_1: Summary) -> Ratio:
-    """throughput(N) / (N x throughput(1)), with a delta-method 95% interval.
-
-    Relative standard errors add in quadrature; degrees of freedom are the smaller sample's.
-    """
+    """throughput(N) / (N x throughput(1)) of two unpaired runs, with a delta-method 95%
+    interval on the log scale: log of a ratio is a difference of logs, whose relative standard
+    errors add in quadrature; degrees of freedom are the smaller sample's. Never below zero;
+    bounds more than MAX_SPAN apart are too noisy to bound."""
     value = throughput_n.mean / (workers * throughput_1.mean)
     if throughput_n.n < 2 or throughput_1.n < 2:
         return Ratio(value, None, None)
     rel_se = math.hypot(throughput_n.sem / throughput_n.mean, throughput_1.sem / throughput_1.mean)
-    half = t_quantile(min(throughput_n.n, throughput_1.n) - 1) * rel_se * value
-    return Ratio(value, value - half, value + half)
+    low, high, _ = _log_bounds(value, t_quantile(min(throughput_n.n, throughput_1.n) - 1) * rel_se)
+    if low is None:
+        return Ratio(value, None, None, f"relative std {throughput_n.rel_std:.0%} (N workers) "
+                                        f"and {throughput_1.rel_std:.0%} (one worker)")
+    return Ratio(value, low, high)
 
 
 # ---------------------------------------------------------------- samples at two levels
 
 PROCESSES, TRIALS = "processes", "trials"
+UNITS = {PROCESSES: "launches", TRIALS: "trials"}  # the samples of each basis, in words
 
 
 def _count(n: int, word: str, words: str) -> str:
@@ -112,11 +193,15 @@ def _count(n: int, word: str, words: str) -> str:
 @dataclass(frozen=True)
 class Samples:
     """A metric's samples at two levels: every trial (pooled over the processes) and one value
-    per process (a launch); trial_counts[k] trials stand behind process_values[k]."""
+    per process (a launch); trial_counts[k] trials stand behind process_values[k]. The metric is
+    positive (images/s, an efficiency): `summary` takes its interval on the log scale. Paired
+    ratios (efficiency) carry the two runs they pair (`sides`: label, throughput samples), so
+    that an interval too noisy to bound names the run and the trial behind it."""
 
     trials: tuple[float, ...]
     process_values: tuple[float, ...]
     trial_counts: tuple[int, ...]
+    sides: tuple[tuple[str, Samples], ...] = ()
 
     @classmethod
     def of_processes(cls, per_process: Sequence[Sequence[float]]) -> Samples:
@@ -145,7 +230,19 @@ class Samples:
         return self.process_values if (basis or self.basis) == PROCESSES else self.trials
 
     def summary(self, basis: str | None = None) -> Summary:
-        return summarize(self.values(basis))
+        """Mean, spread and the positive interval (summarize_positive) of the basis's values."""
+        basis = basis or self.basis
+        return summarize_positive(self.values(basis), cause=self.cause(basis),
+                                  unit=UNITS[basis])
+
+    def cause(self, basis: str | None = None) -> str:
+        """What spreads the values, in words: outlier_text of the values, or of each paired run
+        (e.g. "the one-worker run: 1 of 3 trials 17x slower"); "" when no sample stands out."""
+        basis = basis or self.basis
+        if not self.sides:
+            return outlier_text(self.values(basis), UNITS[basis])
+        return "; ".join(f"{label}: {text}" for label, side in self.sides
+                         if (text := outlier_text(side.values(basis), UNITS[basis])))
 
     def describe(self, basis: str | None = None) -> str:
         """The samples in words: "3 processes (5 trials each)" or "3 trials (1 process)"."""
@@ -204,7 +301,9 @@ def paired_efficiency(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], 
         counts.append(len(paired))
     if not values:
         raise ValueError("paired_efficiency needs at least one pair")
-    return Samples(tuple(trials), tuple(values), tuple(counts))
+    sides = ((f"the {workers}-worker run", Samples.of_processes([n for n, _ in pairs])),
+             ("the one-worker run", Samples.of_processes([one for _, one in pairs])))
+    return Samples(tuple(trials), tuple(values), tuple(counts), sides)
 
 
 # ---------------------------------------------------------------- differences between two samples
@@ -251,14 +350,16 @@ def intervals_overlap(a: Summary, b: Summary) -> bool:
     return not (a.ci_high < b.ci_low or b.ci_high < a.ci_low)
 
 
-def difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Difference:
+def difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
+               labels: tuple[str, str] = ("first", "second")) -> Difference:
     """Two-sided test on raw samples: Mann-Whitney U where it can reach alpha, else intervals.
 
     With too few samples (3 vs 3 gives at best p = 0.1) the test cannot be significant at
-    alpha = 0.05, so non-overlapping (1 - alpha) Student-t intervals of the means decide instead
-    (95% at alpha 0.05, 90% at 0.1): stricter than a test at alpha, it errs towards "not
-    significant". With a single sample on either side nothing can be said: not significant. A
-    failed test is never reported as significant.
+    alpha = 0.05, so non-overlapping (1 - alpha) intervals decide instead (95% at alpha 0.05,
+    90% at 0.1), the positive ones the reports show (positive_interval: log scale): stricter
+    than a test at alpha, it errs towards "not significant". With a single sample on either
+    side, or an interval too noisy to bound, nothing can be said: not significant. A failed
+    test is never reported as significant.
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie between 0 and 1, not {alpha}")
@@ -280,14 +381,22 @@ def difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> D
         return Difference(NO_TEST, False, None,
                           f"{len(a)} vs {len(b)} samples: one sample has no interval")
     test = intervals_test(alpha)
-    overlap = intervals_overlap(summarize(a, 1 - alpha), summarize(b, 1 - alpha))
+    sa, sb = summarize_positive(a, 1 - alpha), summarize_positive(b, 1 - alpha)
+    noisy = "; ".join(f"{label} too noisy to bound ({s.too_noisy})"
+                      for label, s in zip(labels, (sa, sb), strict=True) if s.too_noisy)
+    if noisy:
+        return Difference(test, False, None,
+                          f"{len(a)} vs {len(b)} samples (Mann-Whitney U at best p = "
+                          f"{min_p:.2g}); {test}: {noisy}")
+    overlap = intervals_overlap(sa, sb)
     return Difference(test, not overlap, None,
                       f"{len(a)} vs {len(b)} samples (Mann-Whitney U at best p = {min_p:.2g}); "
                       f"{test} {'overlap' if overlap else 'do not overlap'}")
 
 
-def difference_of(a: Samples, b: Samples, alpha: float = 0.05) -> Difference:
+def difference_of(a: Samples, b: Samples, alpha: float = 0.05,
+                  labels: tuple[str, str] = ("first", "second")) -> Difference:
     """`difference` on the samples both sides can give (common_basis), saying which."""
     basis = common_basis(a, b)
-    d = difference(a.values(basis), b.values(basis), alpha)
+    d = difference(a.values(basis), b.values(basis), alpha, labels=labels)
     return replace(d, basis=basis, samples=basis_text(a, b, basis))

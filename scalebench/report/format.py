@@ -1,8 +1,15 @@
-"""Number formatting for both renderers: one place for numbers, percentages and intervals."""
+"""Number formatting for both renderers: one place for numbers, percentages and intervals.
+
+An interval of images/s or an efficiency either has bounds (stats.positive_interval: log scale,
+never below zero) or a reason it is too noisy to bound (`too_noisy`): every report, compare,
+gate and history line shows the latter as "too noisy to bound (1 of 3 trials 17x slower)"
+through `interval`, the one formatter of intervals.
+"""
 
 from __future__ import annotations
 
 DASH = "–"
+TOO_NOISY = "too noisy to bound"
 
 
 def num(value: float | None, spec: str = ".3g", scale: float = 1.0, suffix: str = "") -> str:
@@ -15,22 +22,48 @@ def pct(value: float | None) -> str:
     return num(value, ".1f", 100.0, "%")
 
 
+def noisy_text(too_noisy: str) -> str:
+    """An interval too noisy to bound, with why: "too noisy to bound (1 of 3 trials 17x
+    slower)"."""
+    return f"{TOO_NOISY} ({too_noisy})"
+
+
 def interval(low: float | None, high: float | None, spec: str = ".3g", scale: float = 1.0,
-             suffix: str = "", missing: str = DASH) -> str:
+             suffix: str = "", missing: str = DASH, too_noisy: str = "") -> str:
+    """e.g. "9.75–10.3"; noisy_text(too_noisy) when the interval is too noisy to bound;
+    `missing` when there is none (one sample)."""
+    if too_noisy:
+        return noisy_text(too_noisy)
     if low is None or high is None:
         return missing
     return f"{num(low, spec, scale)}–{num(high, spec, scale)}{suffix}"
 
 
-def pct_interval(low: float | None, high: float | None, missing: str = DASH) -> str:
-    return interval(low, high, ".1f", 100.0, "%", missing)
+def pct_interval(low: float | None, high: float | None, missing: str = DASH,
+                 too_noisy: str = "") -> str:
+    return interval(low, high, ".1f", 100.0, "%", missing, too_noisy)
 
 
-def pct_with_interval(value: float | None, ci: tuple[float | None, float | None] | list
-                      ) -> str:
+def pct_with_interval(value: float | None, ci: tuple[float | None, float | None] | list,
+                      too_noisy: str = "") -> str:
     """e.g. "12.3% (10.1–14.5%)"; the value alone when there is no interval."""
     low, high = ci
-    return pct(value) if low is None or high is None else f"{pct(value)} ({pct_interval(low, high)})"
+    if not too_noisy and (low is None or high is None):
+        return pct(value)
+    return f"{pct(value)} ({pct_interval(low, high, too_noisy=too_noisy)})"
+
+
+def with_interval(value: float | None, low: float | None, high: float | None, percent: bool,
+                  too_noisy: str = "", spec: str = ".4g") -> str:
+    """A value and its interval in brackets, as compare, gate and history print them:
+    "546.8% [191.8–964.4%]", "9.96 [9.75–10.17]", "6.961 [too noisy to bound (...)]", or the
+    value alone when there is no interval."""
+    text = pct(value) if percent else num(value, spec)
+    if not too_noisy and (low is None or high is None):
+        return text
+    span = pct_interval(low, high, too_noisy=too_noisy) if percent else \
+        interval(low, high, spec, too_noisy=too_noisy)
+    return f"{text} [{span}]"
 
 
 def points(value: float | None) -> str:

@@ -100,12 +100,15 @@ def raw_table(header: tuple[str, ...] | list[str], rows: list[list[str]],
 # ---------------------------------------------------------------- sections
 
 def headline_cell(r: dict) -> str:
+    throughput_ci = interval(r["ci95_low"], r["ci95_high"], missing=NO_INTERVAL,
+                             too_noisy=r.get("ci95_too_noisy", ""))
     parts = [f'<div class="ips">{num(r["images_per_sec"])} img/s</div>',
-             f'<div class="sub">95% CI {interval(r["ci95_low"], r["ci95_high"], missing=NO_INTERVAL)}'
+             f'<div class="sub">95% CI {esc(throughput_ci)}'
              "</div>", f'<div class="sub">from {esc(tables.samples_cell(r))}</div>']
     if r["efficiency"] is not None:
-        eci = ("" if r["efficiency_ci95_low"] is None else
-               f' ({pct_interval(r["efficiency_ci95_low"], r["efficiency_ci95_high"])})')
+        eci = pct_interval(r["efficiency_ci95_low"], r["efficiency_ci95_high"], missing="",
+                           too_noisy=r.get("efficiency_ci95_too_noisy", ""))
+        eci = f" ({esc(eci)})" if eci else ""
         parts.append(f'<div>efficiency {pct(r["efficiency"])}<span class="sub">{eci}</span></div>')
     else:
         parts.append('<div class="sub">efficiency: no one-worker run</div>')

@@ -95,9 +95,11 @@ def summary_table(group: Group) -> Table:
             best += f" ({r['best_one_worker_framework']})"
         rows.append((r["model"], framework_label(r), r["precision_label"], str(r["world_size"]),
                      str(r["nodes"]), num(r["images_per_sec"]),
-                     interval(r["ci95_low"], r["ci95_high"]), samples_cell(r),
+                     interval(r["ci95_low"], r["ci95_high"], too_noisy=r.get("ci95_too_noisy", "")),
+                     samples_cell(r),
                      num(r["per_worker_images_per_sec"]), pct(r["efficiency"]),
-                     pct_interval(r["efficiency_ci95_low"], r["efficiency_ci95_high"]), best,
+                     pct_interval(r["efficiency_ci95_low"], r["efficiency_ci95_high"],
+                                  too_noisy=r.get("efficiency_ci95_too_noisy", "")), best,
                      pct(r["efficiency_per_node"]), flag_marks(r)))
     return Table(("model", "framework", "precision", "workers", "nodes", "images/s", "95% CI",
                   "samples", "per worker", "efficiency", "95% CI", "vs best 1-worker",
@@ -124,7 +126,8 @@ def comparison_table(comparison: Comparison) -> Table:
         r = c.row
         verdict: Cell = Mark("fastest", "badge good") if c.fastest else c.verdict
         rows.append((workers_label(r), series_label(r), num(r["images_per_sec"]),
-                     interval(r["ci95_low"], r["ci95_high"]), num(c.vs_fastest, ".2f", suffix="×"),
+                     interval(r["ci95_low"], r["ci95_high"], too_noisy=r.get("ci95_too_noisy", "")),
+                     num(c.vs_fastest, ".2f", suffix="×"),
                      pct(r["efficiency"]), verdict))
     return Table(("workers", "framework", "images/s", "95% CI", "vs fastest", "efficiency",
                   "difference to the fastest"), tuple(rows), frozenset({2, 4, 5}))
@@ -135,9 +138,11 @@ def wrapper_table(model: ReportModel) -> Table:
     rows = []
     for r in model.wrapper:
         rows.append((r["model"], framework_label(r), r["precision_label"],
-                     num(r["images_per_sec"]), interval(r["ci95_low"], r["ci95_high"]),
+                     num(r["images_per_sec"]),
+                     interval(r["ci95_low"], r["ci95_high"], too_noisy=r.get("ci95_too_noisy", "")),
                      num(r["wrapped_images_per_sec"]),
-                     interval(r["wrapped_ci95_low"], r["wrapped_ci95_high"]),
+                     interval(r["wrapped_ci95_low"], r["wrapped_ci95_high"],
+                              too_noisy=r.get("wrapped_ci95_too_noisy", "")),
                      pct(r["wrapper_overhead"]), samples_cell(r)))
     return Table(("model", "framework", "precision", "unwrapped images/s", "95% CI",
                   "DDP-wrapped images/s", "95% CI", "wrapper overhead", "samples"), tuple(rows),
@@ -151,7 +156,8 @@ def scaling_model_table(model: ReportModel) -> Table:
             continue
         e, r = m.entry, m.row
         rows.append((r["model"], series_label(r), workers_label(r), pct(e["efficiency"]),
-                     pct_interval(e["efficiency_ci95_low"], e["efficiency_ci95_high"]),
+                     pct_interval(e["efficiency_ci95_low"], e["efficiency_ci95_high"],
+                                  too_noisy=e.get("efficiency_ci95_too_noisy", "")),
                      pct(e["efficiency_no_overlap"]), pct(e["efficiency_full_overlap"]),
                      Gauge(e["efficiency_no_overlap"], e["efficiency"],
                            e["efficiency_full_overlap"]),
@@ -240,7 +246,8 @@ def breakdown_table(series: SeriesLosses) -> Table:
                      *(pct_with_interval(r[name], r[f"{name}_ci95"]) if r[name] is not None
                        else Mark("not separable", "muted", r["batch_effect_note"])
                        for name in names),
-                     pct_with_interval(r["efficiency"], r["efficiency_ci95"]),
+                     pct_with_interval(r["efficiency"], r["efficiency_ci95"],
+                                       r.get("efficiency_ci95_too_noisy", "")),
                      label(r, r["largest_loss"]),
                      *(ms(r[f"{name}_seconds_per_step"]) for name in PER_STEP)))
     first = 5 + len(names)  # the efficiency column
@@ -260,7 +267,8 @@ def checks_table(series: SeriesLosses) -> Table:
         r = c.row
         rows.append((series_label(r), workers_label(r), num(c.one_worker_images_per_sec),
                      pct(c.low), pct(c.high), pct(c.predicted), pct(c.measured),
-                     pct_interval(r["efficiency_ci95_low"], r["efficiency_ci95_high"]),
+                     pct_interval(r["efficiency_ci95_low"], r["efficiency_ci95_high"],
+                                  too_noisy=r.get("efficiency_ci95_too_noisy", "")),
                      points(c.error_points), c.where, c.link))
     return Table(("framework", "largest workers", "1-worker images/s", "no overlap",
                   "full overlap", "predicted (midpoint)", "measured", "95% CI", "model error",
@@ -286,7 +294,8 @@ def mfu_table(group: Group) -> Table:
                      amount(r.get("flops_per_image"), "FLOP"),
                      amount(r.get("achieved_flops_per_worker"), "FLOP/s"),
                      amount(r.get("peak_flops_per_worker"), "FLOP/s"), value,
-                     pct_interval(r.get("mfu_ci95_low"), r.get("mfu_ci95_high")),
+                     pct_interval(r.get("mfu_ci95_low"), r.get("mfu_ci95_high"),
+                                  too_noisy=r.get("ci95_too_noisy", "")),
                      pct(r.get("mfu_datasheet")), pct(r["efficiency"])))
     return Table(("framework", "workers", "images/s per worker", "FLOPs per image",
                   "achieved per worker", "peak per worker (measured)", "MFU", "95% CI",

@@ -25,6 +25,7 @@ from scalebench.records.schema import (
     check_optional,
     launch_fields,
 )
+from scalebench.report.format import interval
 from scalebench.spec import identity
 from scalebench.spec.errors import UserError
 from scalebench.spec.launch import Job, LaunchSpec
@@ -317,7 +318,7 @@ def build_record(job: Job, outcome: LaunchOutcome | None, env: dict, skipped_rea
     windows = result["window_seconds"]
     world = job.launch.world_size
     trial = stats.trial_throughputs(windows, spec.global_batch * spec.iters)
-    summary = stats.summarize(trial)
+    summary = stats.summarize_positive(trial, unit="trials")
     first_step = result.get("first_timed_step_unix")
     # The first configuration of a launch carries the launch's start-up; a later one in a
     # grouped launch only its own model build and warm-up.
@@ -435,7 +436,10 @@ class TrainTask(Task):
         if record["status"] != "ok":
             return f"{head}: {record['status'].upper()} - {record['error']}"
         lo, hi = record["images_per_sec_ci95"]
-        ci = f" (95% CI {lo:.2f}-{hi:.2f})" if lo is not None else ""
+        why = "" if lo is not None else \
+            stats.summarize_positive(record["trial_images_per_sec"], unit="trials").too_noisy
+        ci = f" (95% CI {interval(lo, hi, '.2f', missing='', too_noisy=why)})" \
+            if lo is not None or why else ""
         return f"{head}: {record['images_per_sec']:.2f} images/s{ci}"
 
     def resume_keys(self, job: Job) -> list[tuple]:

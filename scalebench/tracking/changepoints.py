@@ -410,7 +410,8 @@ def _refit_pass(y, changes: list[tuple[int, int]], n: int, ramp_cost: float
 # ---------------------------------------------------------------- confirmation
 
 def _segment(series: Sequence[Sequence[float]], start: int, stop: int) -> Segment:
-    return Segment(start, stop, stats.summarize([v for point in series[start:stop] for v in point]))
+    return Segment(start, stop, stats.summarize_positive([v for point in series[start:stop]
+                                                         for v in point]))
 
 
 def relative(before: float, after: float) -> tuple[float, str]:

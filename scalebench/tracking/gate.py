@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 from scalebench.analysis import aggregate, compare, stats
 from scalebench.hardware import testbed
-from scalebench.report.format import interval, num, pct, pct_interval
+from scalebench.report.format import interval, pct_interval, with_interval
 from scalebench.spec import identity
 from scalebench.spec.errors import UserError
 from scalebench.tracking import accepted, history, history_changes, sweep_test
@@ -398,7 +398,7 @@ def _sweep_level(verdicts: list[compare.Verdict], pools: dict[tuple, Pool],
                                  statistics.stdev(means[i]), None, None)
         c, _, _ = compare.metric_samples(v.metric, v.key, cur)
         out[i] = dataclasses.replace(
-            v, verdict=verdict, baseline=baseline, current=stats.summarize(c.process_values),
+            v, verdict=verdict, baseline=baseline, current=c.summary(stats.PROCESSES),
             change_pct=change, test=sweep_test.TEST, p_value=adjusted, reason=f"{why}; {test}",
             notes=tuple(n for n in v.notes if n not in dropped), basis="sweeps")
     return out, {(verdicts[i].metric, verdicts[i].key): tested[i] for i in index}, alpha / k
@@ -409,11 +409,7 @@ def _sweep_level(verdicts: list[compare.Verdict], pools: dict[tuple, Pool],
 def value_text(metric: str, s) -> str:
     if s is None:
         return "–"
-    if metric == "efficiency":
-        text = pct(s.mean) + ("" if s.ci_low is None else f" [{pct_interval(s.ci_low, s.ci_high)}]")
-    else:
-        text = num(s.mean, ".4g") + ("" if s.ci_low is None else
-                                     f" [{interval(s.ci_low, s.ci_high, '.4g')}]")
+    text = with_interval(s.mean, s.ci_low, s.ci_high, metric == "efficiency", s.too_noisy)
     return text + (" noisy" if s.noisy else "")
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from scalebench.analysis import compare
 from scalebench.hardware import topology
 from scalebench.hardware.topology import UNKNOWN
-from scalebench.report.format import interval, num, pct, pct_interval
+from scalebench.report.format import with_interval
 from scalebench.spec.errors import UserError
 from scalebench.tracking import accepted, changepoints, history
 
@@ -213,10 +213,7 @@ def by_line(changes: Changes, metric: str) -> dict[tuple, changepoints.Detection
 
 def value_text(metric: str, s: changepoints.Segment) -> str:
     m = s.summary
-    if metric == "efficiency":
-        return pct(m.mean) + ("" if m.ci_low is None else f" [{pct_interval(m.ci_low, m.ci_high)}]")
-    return num(m.mean, ".4g") + ("" if m.ci_low is None else
-                                 f" [{interval(m.ci_low, m.ci_high, '.4g')}]")
+    return with_interval(m.mean, m.ci_low, m.ci_high, metric == "efficiency", m.too_noisy)
 
 
 def test_text(c: Change) -> str:
