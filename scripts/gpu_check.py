@@ -381,6 +381,28 @@ def vet_lines(records: list[dict]) -> list[str]:
     return out
 
 
+def stability_lines(env: dict) -> list[str]:
+    """`scalebench env`'s unstable settings and unread ones (hardware/stability.py)."""
+    from scalebench.hardware import stability
+
+    found = env.get("stability")
+    if not isinstance(found, dict):
+        return ["not read (env.json holds no stability readings)"]
+    return stability.lines(found) or ["none found: governor, turbo, persistence mode, "
+                                      "application clocks and power limits as they should be"]
+
+
+def disturbed_line(records: list[dict]) -> str:
+    """How many ok training records were disturbed, and by what (analysis/disturbance.py)."""
+    from scalebench.analysis import disturbance
+
+    ok = [r for r in records if r.get("kind") == "train" and r.get("status") == "ok"]
+    hit = [r for r in ok if disturbance.is_disturbed(r)]
+    return (f"Disturbed records: {len(hit)} of {len(ok)}"
+            + (": " + "; ".join(f"{r.get('run_id')}: {disturbance.record_text(r)}"
+                                for r in hit) if hit else "") + ".")
+
+
 def exit_status(steps: list[StepResult], horovod: str) -> int:
     """0 all planned steps ok; 1 a step failed; 3 a planned Horovod build did not give a usable
     Horovod; 4 a step skipped for want of time."""
@@ -432,6 +454,8 @@ def summary(check: Check, records: list[dict], started: float, bundle: Path | No
                 if check.device == "cpu" else []),
               *results_table(records), energy_line(records), "", "Peaks (MFU's denominator):", "",
               *(peaks(records) or ["- none measured"]), ""]
+    lines += ["## Settings that make numbers unstable", "",
+              *(f"- {x}" for x in stability_lines(env)), "", disturbed_line(records), ""]
     vets = vet_lines(records)
     if vets:
         lines += ["## Vetting's per-device probes", "", *vets, ""]

@@ -35,11 +35,12 @@ stays `missing` and passes, but the summary counts and names the missing configu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from scalebench.analysis import aggregate, stats
+from scalebench.analysis import aggregate, disturbance, stats
 from scalebench.hardware import topology
 from scalebench.hardware.envinfo import HARDWARE_FIELDS
 from scalebench.records.validity import Invalid
@@ -241,6 +242,49 @@ def baseline_moved(key: tuple, base: RunIndex, cur: RunIndex, threshold: float, 
             "efficiency changed because its baseline did")
 
 
+def disturbed_notes(keys: Sequence[tuple], base: RunIndex, cur: RunIndex) -> list[str]:
+    """Each side's disturbed launches of these configurations (analysis/disturbance.py), named
+    with the cause; a one-worker baseline among them as such."""
+    out = []
+    for key in keys:
+        for label, side in (("baseline", base), ("current", cur)):
+            text = disturbance.launches_text(side[key].ok) if key in side else ""
+            if text:
+                out.append(f"{label}{'' if key == keys[0] else ' one-worker run'} disturbed: "
+                           f"{text}")
+    return out
+
+
+def _undisturbed(runs: RunIndex, keys: Sequence[tuple]) -> RunIndex:
+    """The index with only the undisturbed ok launches of these configurations."""
+    out = dict(runs)
+    for key in keys:
+        if key in runs and runs[key].ok:
+            ok = disturbance.clean(runs[key].ok)
+            out[key] = dataclasses.replace(runs[key], ok=ok, newest_ok=ok[-1] if ok else None)
+    return out
+
+
+def only_disturbed(metric: str, key: tuple, keys: Sequence[tuple], base: RunIndex,
+                   cur: RunIndex, j: Judgement, threshold: float, alpha: float) -> str:
+    """A regression or improvement that the undisturbed launches alone do not show: that, in
+    words ("" when they show it too, or nothing was disturbed)."""
+    if j.verdict not in ("regression", "improvement") or not any(
+            disturbance.is_disturbed(r) for side in (base, cur) for k in keys if k in side
+            for r in side[k].ok):
+        return ""
+    b, _, _ = metric_samples(metric, key, _undisturbed(base, keys))
+    c, _, _ = metric_samples(metric, key, _undisturbed(cur, keys))
+    if b is None or c is None:
+        return (f"only disturbed samples show this {j.verdict}: the "
+                f"{'baseline' if b is None else 'current'} side has no undisturbed launch")
+    clean = judge(b, c, threshold, alpha)
+    if clean.verdict == j.verdict:
+        return ""
+    return (f"only disturbed samples show this {j.verdict}: without the disturbed launches it "
+            f"is {clean.verdict} ({clean.reason})")
+
+
 def is_train(invalid: Invalid) -> bool:
     """Whether an invalid record may be a train record: compare judges those (a line that did
     not parse, or a record of kind train or of no readable kind)."""
@@ -346,7 +390,8 @@ def compare_metric(metric: str, base: RunIndex, cur: RunIndex, threshold: float,
             continue
         keys = (key,) if metric == "throughput" else \
             (key, identity.baseline_key(cur[key].newest_ok))
-        notes = warning_notes(keys, base, cur) + _setting_notes(key, base, cur)
+        notes = warning_notes(keys, base, cur) + tuple(disturbed_notes(keys, base, cur)) + \
+            _setting_notes(key, base, cur)
         if metric == "efficiency":
             notes += tuple(_sided(*[[t] if t else [] for t in (slow_baseline(key, base),
                                                                slow_baseline(key, cur))]))
@@ -357,6 +402,7 @@ def compare_metric(metric: str, base: RunIndex, cur: RunIndex, threshold: float,
                 f"--min-launches {min_launches}", notes))
             continue
         j = judge(b, c, threshold, alpha)
+        shown_by = only_disturbed(metric, key, keys, base, cur, j, threshold, alpha)
         within = caveat(j, b, c, "the code")
         notes = (within,) + notes if within else notes
         if metric == "efficiency" and j.verdict in ("regression", "improvement"):
@@ -365,7 +411,8 @@ def compare_metric(metric: str, base: RunIndex, cur: RunIndex, threshold: float,
         d = j.difference
         verdicts.append(Verdict(metric, key, j.verdict, b.summary(d.basis), c.summary(d.basis),
                                 j.change_pct, d.test, d.p_value,
-                                f"{j.reason}; {d.reason}; {d.samples}", notes, d.basis))
+                                (f"{shown_by}; " if shown_by else "")
+                                + f"{j.reason}; {d.reason}; {d.samples}", notes, d.basis))
     return verdicts
 
 

@@ -1,11 +1,14 @@
-"""scalebench env: the environment fingerprint every record carries."""
+"""scalebench env: the environment fingerprint every record carries, and the settings that
+make numbers unstable (hardware/stability.py: `stability` in the JSON, its warnings and what
+could not be read on stderr)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
-from scalebench.hardware import devices, envinfo
+from scalebench.hardware import devices, envinfo, stability
 
 
 def register(sub) -> None:
@@ -16,5 +19,9 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     info = devices.resolve(args.device)
-    print(json.dumps(envinfo.collect(info.device, info.backend), indent=2))
+    env = envinfo.collect(info.device, info.backend)
+    env["stability"] = stability.collect()
+    print(json.dumps(env, indent=2))
+    for line in stability.lines(env["stability"]):
+        print(line, file=sys.stderr)
     return 0

@@ -15,9 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from scalebench.frameworks.base import LaunchOutcome
+from scalebench.hardware.cpu_load import MARKER_VAR
 from scalebench.hardware.cpu_load import MARKER_VAR
 
 TERM_GRACE_SECONDS = 5.0
@@ -43,7 +42,9 @@ def tail(path: Path, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def _marked(marker: str) -> list[psutil.Process]:
+def _marked(marker: str) -> list:
+    import psutil  # imported where used: `scalebench env` runs on machines without it
+
     found = []
     for proc in psutil.process_iter():
         try:
@@ -62,6 +63,8 @@ def kill_tree(pid: int | None, marker: str | None = None) -> None:
     launched process inherits MARKER_VAR=marker, which finds them wherever they ended up.
     Found processes are stopped first so that none can start another meanwhile.
     """
+    import psutil
+
     for _ in range(KILL_ROUNDS):
         procs = []
         if pid is not None:

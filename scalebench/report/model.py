@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scalebench.analysis import aggregate, scaling_model, stats
+from scalebench.analysis import aggregate, disturbance, scaling_model, stats
 from scalebench.records.results import Problem
 from scalebench.records.validity import Invalid
 from scalebench.report import best as best_model
@@ -149,6 +149,12 @@ def sections(has_input_problems: bool, alpha: float) -> tuple[Section, ...]:
             "the best. A run is flagged **noisy** when "
             f"the standard deviation of its samples (trials, or launches) exceeds {noisy} of its "
             "mean; treat its numbers with care, or re-run with more trials or launches.",
+            "A run is flagged **disturbed**, with the cause, when during its timed windows other "
+            "processes or the hypervisor (steal time) took at least "
+            f"{disturbance.OTHER_CORES:g} of a CPU on the node, or a GPU was throttled (power cap, "
+            "thermal or hardware slowdown) or shared with another process; read at the edges of "
+            "every window, never inside it (docs/disturbance.md). A row whose one-worker "
+            "baseline was disturbed says so too: its efficiency carries that run's loss.",
             "At one worker every framework times the plain, unwrapped step; DDP's one-worker run "
             "also times the DDP-wrapped step, and the difference is shown as the wrapper's "
             "overhead. **fp32 (TF32)** marks CUDA runs whose fp32 convolutions or matrix "
@@ -181,6 +187,21 @@ def flags(row: dict) -> list[tuple[str, str, str]]:
     if row["efficiency"] is not None and row["efficiency"] > SUPERLINEAR:
         out.append(("superlinear", "superlinear",
                     "more than linear: the one-worker run was slower per worker than this one"))
+    out += disturbed_flags(row)
+    return out
+
+
+def disturbed_flags(row: dict) -> list[tuple[str, str, str]]:
+    """The cause beside the flags: what disturbed this row's windows, and its efficiency's
+    one-worker run's (analysis/disturbance.annotate)."""
+    out = []
+    if row.get("disturbed"):
+        out.append(("disturbed", f"disturbed: {row['disturbance']}",
+                    "other work on the node or GPU during the timed windows "
+                    "(docs/disturbance.md); re-run on a quiet machine or with --strict"))
+    if row.get("baseline_disturbance"):
+        out.append(("disturbed", f"baseline disturbed: {row['baseline_disturbance']}",
+                    "the one-worker run this row's efficiency is taken against was disturbed"))
     return out
 
 
@@ -363,6 +384,7 @@ def build(records: list[dict], problems: Sequence[Problem | str], link: scaling_
           alpha: float = 0.05, title: str = TITLE) -> ReportModel:
     """Everything the reports show; aggregate.summary_rows is called exactly once."""
     rows = aggregate.summary_rows(records)
+    disturbance.annotate(rows, _baselines(rows))
     groups = _groups(rows)
     choose = _chooser(records, link)
     modelled = _modelled(rows, choose)
@@ -390,6 +412,13 @@ def build(records: list[dict], problems: Sequence[Problem | str], link: scaling_
                              link_measured=link is None),
         best=best_model.build(rows, alpha),
     )
+
+
+def _baselines(rows: Sequence[dict]) -> dict[int, dict | None]:
+    """id(row) -> the row its efficiency is taken against (identity.baseline_key), if shown."""
+    by_key = {identity.config_key(r["records"][-1]): r for r in rows if r.get("records")}
+    return {id(r): by_key.get(identity.baseline_key(r["records"][-1])) for r in rows
+            if r.get("records")}
 
 
 def _line_order(row: dict) -> tuple:

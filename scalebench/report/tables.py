@@ -72,7 +72,7 @@ class Table:
 
 def flag_marks(row: dict) -> tuple[Mark, ...]:
     css = {"noisy": "badge noisy", "superlinear": "badge bad", "warning": "badge bad",
-           "launches": "badge bad"}
+           "launches": "badge bad", "disturbed": "badge bad"}
     return tuple(Mark(text, css[kind], why) for kind, text, why in flags(row))
 
 

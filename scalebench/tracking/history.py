@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from scalebench import frameworks
-from scalebench.analysis import aggregate, compare, stats
+from scalebench.analysis import aggregate, compare, disturbance, stats
 from scalebench.hardware import topology
 from scalebench.records import validity
 from scalebench.spec import identity
@@ -116,6 +116,8 @@ def rows_from_records(records: list[dict], commit: str | None = None, source: st
             "warnings": [str(w) for w in r.get("warnings") or ()],
             "env": env,
         }
+        if disturbance.recorded(r):  # "" quiet; absent: written before it was read
+            row["disturbance"] = disturbance.record_text(r)
         if r.get("status") == "ok":
             row["trial_images_per_sec"] = list(r["trial_images_per_sec"])
             row["images_per_sec"] = stats.summarize(r["trial_images_per_sec"]).mean
@@ -170,6 +172,7 @@ class Point:
     caveat: str = ""  # a judged change from one launch on either side holds within them only
     topology: str = ""  # its rows' topology (topology.signature), " | " between several
     topology_note: str = ""  # the topology differs from the previous point's: that, in words
+    disturbed: tuple[str, ...] = ()  # its rows' disturbances (analysis/disturbance.py)
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -307,9 +310,16 @@ def trends(rows: Iterable[dict], metric: str, threshold: float = 5.0, alpha: flo
                 points.append(Point(when, members[0].get("commit"), samples, judged,
                                     members[0].get("sweep_id"), _warnings(members), caveat,
                                     shape, topology_change(points[-1].topology, shape)
-                                    if moved else ""))
+                                    if moved else "", _disturbed(members)))
             out.setdefault(panel, {})[line] = points
     return out
+
+
+def _disturbed(rows: list[dict]) -> tuple[str, ...]:
+    """The rows' disturbances in words, each naming its launch when the point has several."""
+    several = len(rows) > 1
+    return tuple((f"launch {aggregate.repeat_of(r)}: " if several else "") + r["disturbance"]
+                 for r in rows if r.get("disturbance"))
 
 
 def _topology(rows: list[dict]) -> str:

@@ -79,6 +79,32 @@ class Change:
                 f"{'over' if p.gradual else 'at'} {self.commit_range}")
 
     @property
+    def only_disturbed(self) -> bool:
+        """Every point at one of the two levels was disturbed: only disturbed samples show it."""
+        p, points = self.point, self.series.points
+        return any(all(x.disturbed for x in side) for side in (
+            points[p.before.start:p.before.stop], points[p.after.start:p.after.stop]))
+
+    @property
+    def disturbed_note(self) -> str:
+        """The disturbed points either side of the change, named with their cause ("" when
+        none was)."""
+        p, points = self.point, self.series.points
+        parts = []
+        for label, side in (("before", points[p.before.start:p.before.stop]),
+                            ("after", points[p.after.start:p.after.stop])):
+            hit = [x for x in side if x.disturbed]
+            if hit:
+                parts.append(f"{len(hit)} of {len(side)} points {label} disturbed ("
+                             + "; ".join(f"{x.sweep_id or x.commit or 'a point'}: "
+                                         f"{'; '.join(x.disturbed)}" for x in hit[:2])
+                             + ("; ..." if len(hit) > 2 else "") + ")")
+        if not parts:
+            return ""
+        lead = f"only disturbed points show this {self.verdict}: " if self.only_disturbed else ""
+        return lead + "; ".join(parts)
+
+    @property
     def topology_note(self) -> str:
         """The points either side of the change were measured on different topologies (a
         change of hardware, not of code, may explain it): that, in words; "" otherwise."""
@@ -233,6 +259,8 @@ def cells(c: Change) -> list[str]:
     p = c.point
     verdict = f"accepted {c.verdict}" if c.accepted else \
         c.verdict.upper() if c.verdict == "regression" else c.verdict
+    if c.only_disturbed:
+        verdict += " (only disturbed points)"
     return [verdict, "new" if c.new else "old", c.series.metric, c.series.title, c.commit_range, c.shape,
             f"{value_text(c.series.metric, p.before)} ({p.before.points} pts)",
             f"{value_text(c.series.metric, p.after)} ({p.after.points} pts)",
@@ -283,6 +311,8 @@ def render_text(c: Changes) -> str:
                      f"{x.when}; {test_text(x)})")
     lines += [f"  note: {x.series.metric} of {x.series.title} at {x.commit_range}: "
               f"{x.topology_note}" for x in c.changes if x.topology_note]
+    lines += [f"  note: {x.series.metric} of {x.series.title} at {x.commit_range}: "
+              f"{x.disturbed_note}" for x in c.changes if x.disturbed_note]
     lines += [f"  {x.series.metric} of {x.series.title} at {x.commit_range}: {x.accepted.text}"
               for x in c.accepted]
     return "\n".join(lines)
@@ -304,6 +334,8 @@ def render_markdown(c: Changes) -> str:
         lines.append("No change in any series.")
     notes = [f"- {_md(x.series.title)} at {_md(x.commit_range)}: {_md(x.topology_note)}"
              for x in c.changes if x.topology_note]
+    notes += [f"- {_md(x.series.metric)} of {_md(x.series.title)} at {_md(x.commit_range)}: "
+              f"{_md(x.disturbed_note)}" for x in c.changes if x.disturbed_note]
     notes += [f"- {_md(x.series.metric)} of {_md(x.series.title)} at {_md(x.commit_range)}: "
               f"{_md(x.accepted.text)}" for x in c.accepted]
     if notes:
