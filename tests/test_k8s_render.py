@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from scalebench import cli
-from scalebench.commands import k8s as k8s_command
 from scalebench.k8s import plan as k8s_plan
+from scalebench.commands import sweep as sweep_command
 from scalebench.k8s import render, validate
 from scalebench.spec.errors import UserError
 
@@ -107,7 +107,8 @@ def test_the_pod_command_line_is_a_real_sweep_command(paper):
         assert argv[:3] == ["scalebench", "sweep", k8s_plan.WORKLOAD_FILE]
         args = [a.replace("${PET_NODE_RANK}", "0").replace("${PET_MASTER_ADDR}", "node-0")
                 .replace("${PET_MASTER_PORT}", "29400") for a in argv[3:]]
-        spec = config.build_spec(k8s_command.pod_sweep_values(str(PAPER), args))
+        values = config.load_workload(PAPER)
+        spec = config.build_spec(sweep_command.pod_sweep_values(values, args))
         assert spec.launcher == "local" and spec.device == "cuda", name
         assert spec.models == ("inception_v3", "resnet101", "vgg16")
 

@@ -1,18 +1,23 @@
-"""scalebench k8s render|emit|collect: a sweep as Kubernetes operator jobs (docs/kubernetes.md).
+"""scalebench k8s render|emit|collect|watch: a sweep as Kubernetes operator jobs
+(docs/kubernetes.md).
 
 render: one validated manifest per framework x node count; emit (inside a pod): the records of
-a sweep folder as SCALEBENCH_RESULT lines; collect: those lines from logs into a results.jsonl.
+a sweep folder as SCALEBENCH_RESULT lines; collect: those lines from logs into a results.jsonl;
+watch: follow one job to its end. `sweep --launcher k8s` (commands/k8s_sweep.py) does all of
+it for a whole sweep.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
+from scalebench.commands.k8s_sweep import add_api_flags, add_target_flags, render_values, target_from_args
+from scalebench.commands.sweep import pod_sweep_values
 from scalebench.k8s import plan as k8s_plan
 from scalebench.k8s import results as k8s_results
-from scalebench.records.schema import new_sweep_id
 from scalebench.spec import config, fields
 from scalebench.spec.errors import UserError
 
@@ -24,18 +29,7 @@ def register(sub) -> None:
     r = verbs.add_parser("render", help="one manifest per framework x node count, validated "
                          "against the operators' CRDs")
     r.add_argument("workload", nargs="?", help="workload TOML file (default: the defaults)")
-    r.add_argument("--image", required=True, help="container image with scalebench, pinned: "
-                   "NAME:TAG or NAME@sha256:...")
-    r.add_argument("--gpus-per-node", help="GPUs per node (one worker each); required")
-    r.add_argument("--nodes", required=True, help="comma list of node counts, e.g. 1,2,4")
-    r.add_argument("--namespace", default="default", help="namespace of the jobs")
-    r.add_argument("--results-pvc", help="a ReadWriteMany PersistentVolumeClaim mounted at "
-                   "/results in every pod (needed by Horovod and Ray on several nodes); "
-                   "without it, an emptyDir and the records come back through the logs")
-    r.add_argument("--ddp-kind", default="trainjob", help="trainjob (Kubeflow Trainer v2, "
-                   "default) or pytorchjob (Trainer v1)")
-    r.add_argument("--run-name", help="prefix of the job names (default: the workload's name)")
-    r.add_argument("--ttl", default="3600", help="seconds a finished job and its pods are kept")
+    add_target_flags(r)
     r.add_argument("--out", help="folder for the manifests (default k8s/<run name>)")
     r.set_defaults(run=run_render)
     e = verbs.add_parser("emit", help="(inside a pod) print each record of a sweep folder as a "
@@ -47,72 +41,34 @@ def register(sub) -> None:
     c.add_argument("logs", nargs="+", help="log files (`kubectl logs ... > FILE`), - for stdin")
     c.add_argument("--out", required=True, help="results folder to append to")
     c.set_defaults(run=run_collect)
-
-
-def target_from_args(args: argparse.Namespace, workload_name: str) -> k8s_plan.Target:
-    if not args.gpus_per_node:
-        raise UserError("gpus_per_node: required (GPUs per node, one worker each), e.g. "
-                        "--gpus-per-node 8")
-    nodes = tuple(sorted(set(fields.workers(args.nodes, "nodes"))))
-    return k8s_plan.Target(
-        image=args.image, gpus_per_node=fields.integer("gpus_per_node", args.gpus_per_node, 1),
-        nodes=nodes, run_name=args.run_name or k8s_plan.default_run_name(workload_name),
-        sweep_id=new_sweep_id(), namespace=args.namespace, results_pvc=args.results_pvc,
-        ddp_kind=args.ddp_kind, ttl_seconds=fields.integer("ttl", args.ttl, 0))
-
-
-def pod_sweep_values(workload: str, sweep_args: list[str]) -> dict:
-    """What a pod's `scalebench sweep WORKLOAD ARGS` asks, parsed by the sweep's own parser."""
-    from scalebench.commands import sweep as sweep_command
-
-    parser = argparse.ArgumentParser(prog="scalebench")
-    sweep_command.register(parser.add_subparsers())
-    return sweep_command.values_from_args(parser.parse_args(["sweep", workload, *sweep_args]))
-
-
-def render_workload(workload: str | None,
-                    args: argparse.Namespace) -> tuple[k8s_plan.Target, list[tuple[Path, dict]]]:
-    """The target and (file name, manifest) of every launch; each pod's command line is checked by the sweep's
-    own parser and validation, and each manifest by the operators' CRDs, before anything is
-    written."""
-    # yaml and jsonschema only for render: every other command (a sweep on a bare GPU machine
-    # among them) imports this module and must not need them
-    from scalebench.k8s import render as k8s_render
-    from scalebench.k8s import validate
-
-    values = config.load_workload(workload) if workload else {"name": "default"}
-    text = Path(workload).read_text() if workload else ""
-    target = target_from_args(args, str(values.get("name", "default")))
-    launch_plan = k8s_plan.plan(values, text, target)
-    rendered = []
-    for launch in launch_plan.launches:
-        if workload:
-            config.build_spec(pod_sweep_values(workload, launch.sample_args()))
-        manifest = k8s_render.manifest(launch_plan, launch)
-        validate.check(manifest)
-        rendered.append((Path(f"{launch.name}.yaml"), manifest))
-    return target, rendered
+    w = verbs.add_parser("watch", help="follow one operator job to its end, printing its state "
+                         "changes; exit 0 succeeded, 1 failed or still running at --timeout")
+    w.add_argument("job", help="KIND/NAME: mpijob/NAME, trainjob/NAME, pytorchjob/NAME or "
+                   "rayjob/NAME")
+    w.add_argument("--namespace", default="default", help="namespace of the job")
+    add_api_flags(w)
+    w.add_argument("--timeout", default="86400", help="seconds to follow it (default a day); "
+                   "the job is left as it is")
+    w.set_defaults(run=run_watch)
 
 
 def run_render(args: argparse.Namespace) -> int:
     from scalebench.k8s import render as k8s_render
 
-    target, rendered = render_workload(args.workload, args)
+    values = config.load_workload(args.workload) if args.workload else {"name": "default"}
+    text = Path(args.workload).read_text() if args.workload else ""
+    target = target_from_args(args, str(values.get("name", "default")))
+    rendered = render_values(values, text, target, pod_sweep_values)
     out = Path(args.out or f"k8s/{target.run_name}")
     out.mkdir(parents=True, exist_ok=True)
-    for name, manifest in rendered:
-        (out / name).write_text(k8s_render.to_yaml(manifest))
-        spec = manifest["spec"]
-        print(f"wrote {out / name}: {manifest['kind']} {manifest['metadata']['name']}, "
-              f"deadline {_deadline(spec)} s")
+    for one in rendered:
+        (out / one.file_name).write_text(k8s_render.to_yaml(one.manifest))
+        print(f"wrote {out / one.file_name}: {one.manifest['kind']} "
+              f"{one.manifest['metadata']['name']}, deadline {one.launch.deadline_seconds} s")
     print(f"sweep id {target.sweep_id}; validated against the "
-          f"{', '.join(sorted({m['kind'] for _, m in rendered}))} CRDs; apply with: "
+          f"{', '.join(sorted({r.manifest['kind'] for r in rendered}))} CRDs; apply with: "
           f"kubectl apply -f {out}")
     return 0
-
-
-def _deadline(spec: dict) -> int:
-    return spec.get("activeDeadlineSeconds") or spec["runPolicy"]["activeDeadlineSeconds"]
 
 
 def run_emit(args: argparse.Namespace) -> int:
@@ -139,3 +95,36 @@ def run_collect(args: argparse.Namespace) -> int:
     added = k8s_results.collect(records, Path(args.out))
     print(f"{len(records)} records found, {added} new in {Path(args.out) / 'results.jsonl'}")
     return 1 if problems and not records else 0
+
+
+def run_watch(args: argparse.Namespace) -> int:
+    from scalebench.k8s import api, watch
+
+    manifest = job_manifest(args.job, args.namespace)
+    timeout = fields.number("timeout", args.timeout, 0)
+    poll = fields.number("k8s_poll", args.k8s_poll or "10", 0)
+    name = f"{manifest['kind']} {manifest['metadata']['name']}"
+
+    def report(state) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {name}: {state.phase} ({watch.words(state)})",
+              flush=True)
+
+    with api.connect(args.k8s_api) as client:
+        outcome = watch.watch(client, manifest, timeout, poll, delete=False, on_state=report)
+    print(f"{name}: {outcome.status}" + (f": {outcome.error}" if outcome.error else ""))
+    return 0 if outcome.status == "ok" else 1
+
+
+def job_manifest(job: str, namespace: str) -> dict:
+    """KIND/NAME (kind in any case, singular or plural) as the manifest the watcher reads."""
+    from scalebench.k8s import api
+
+    kind_text, _, name = job.partition("/")
+    kinds = {k.lower(): k for k in api.PLURALS} | {p: k for k, p in api.PLURALS.items()}
+    kind = kinds.get(kind_text.lower())
+    if kind is None or not name:
+        allowed = ", ".join(k.lower() for k in api.PLURALS)
+        raise UserError(f"job: KIND/NAME with KIND one of {allowed}, got {job!r}")
+    k8s_plan.check_label("namespace", namespace, k8s_plan.NAMESPACE, "an RFC 1123 label")
+    return {"apiVersion": api.API_VERSIONS[kind], "kind": kind,
+            "metadata": {"name": name, "namespace": namespace}}

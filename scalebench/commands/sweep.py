@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from scalebench.commands import k8s_sweep
 from scalebench.commands.framework_flags import add_framework_flags, section_values
 from scalebench.running.sweep import run_sweep
 from scalebench.spec import config
@@ -51,8 +52,9 @@ def register(sub) -> None:
     g = p.add_argument_group("fault injection (tests of the breakdown; off by default)")
     g.add_argument("--inject-step-delay", help="RANK:SECONDS: sleep after every step on that rank")
     g.add_argument("--inject-input-delay", help="SECONDS: sleep before every batch on every rank")
-    p.add_argument("--launcher", help="local (each framework's launcher) or slurm (job steps "
-                   "inside an allocation)")
+    p.add_argument("--launcher", help="local (each framework's launcher), slurm (job steps "
+                   "inside an allocation) or k8s (experimental: one operator job per framework "
+                   "x node count, see the Kubernetes flags)")
     p.add_argument("--vet", action="store_true", default=None,
                    help="with --launcher slurm: first vet every node and link of the allocation "
                    "(`scalebench vet`, into OUT/vet; settings from the workload's [vet] table, "
@@ -72,6 +74,7 @@ def register(sub) -> None:
     p.add_argument("--quiet", action="store_true", default=None,
                    help="only one result line per run")
     add_framework_flags(p)
+    k8s_sweep.add_flags(p)
     p.set_defaults(run=run)
 
 
@@ -105,9 +108,27 @@ def values_from_args(args: argparse.Namespace) -> dict:
     return values
 
 
+def pod_sweep_values(values: dict, sweep_args: list[str]) -> dict:
+    """What a pod's `scalebench sweep WORKLOAD ARGS` asks (values: the workload as
+    config.load_workload reads it), its flags parsed by the sweep's own parser."""
+    parser = argparse.ArgumentParser(prog="scalebench")
+    register(parser.add_subparsers())
+    flags = values_from_args(parser.parse_args(["sweep", *sweep_args]))
+    return config.merge(values, flags)
+
+
 def run(args: argparse.Namespace) -> int:
-    spec = config.build_spec(values_from_args(args))
-    outcome = run_sweep(spec)
+    values = values_from_args(args)
+    if values.get("launcher") == "k8s":
+        outcome = k8s_sweep.run(args, values, pod_sweep_values)
+        return 0 if outcome is None else print_outcome(outcome)
+    if values.get("launcher", "local") in config.LAUNCHERS:
+        k8s_sweep.refuse_flags(args, values.get("launcher", "local"))
+    return print_outcome(run_sweep(config.build_spec(values)))
+
+
+def print_outcome(outcome) -> int:
+    """The sweep's last lines (runs ok, where the results are) and its exit status."""
     ok = sum(1 for r in outcome.records if r["status"] == "ok")
     print(f"{ok} of {len(outcome.records)} runs ok"
           + (f", {outcome.skipped_existing} already recorded" if outcome.skipped_existing else "")

@@ -91,9 +91,9 @@ class Client:
 
     def pods(self, namespace: str, label_selector: str) -> list[dict]:
         """The pods with these labels, as the API's JSON (no model classes in between)."""
-        response = self._call(self.core.list_namespaced_pod_with_http_info, namespace,
-                              label_selector=label_selector)
-        raw = response.raw_data
+        response = self._call(self.core.list_namespaced_pod, namespace,
+                              label_selector=label_selector, _preload_content=False)
+        raw = response.data
         try:
             return list(json.loads(raw).get("items") or []) if raw else []
         except (ValueError, AttributeError) as exc:
@@ -102,9 +102,9 @@ class Client:
     def log(self, namespace: str, pod: str, container: str | None = None) -> str:
         """A container's whole log as text. Read raw: the client would parse a log that happens
         to be valid JSON and hand back its Python repr."""
-        response = self._call(self.core.read_namespaced_pod_log_with_http_info, pod, namespace,
-                              container=container)
-        raw = response.raw_data or b""
+        response = self._call(self.core.read_namespaced_pod_log, pod, namespace,
+                              container=container, _preload_content=False)
+        raw = response.data or b""
         return raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
 
     def job_logs(self, manifest: dict, label: str) -> dict[str, str]:
@@ -116,9 +116,9 @@ class Client:
         for pod in self.pods(namespace, selector):
             name = pod.get("metadata", {}).get("name", "")
             containers = [c.get("name") for c in pod.get("spec", {}).get("containers") or []]
-            for container in containers or [None]:
+            for container in containers if len(containers) > 1 else [None]:
                 try:
-                    text = self.log(namespace, name, container if len(containers) > 1 else None)
+                    text = self.log(namespace, name, container)
                 except ApiError:
                     continue
                 logs[f"{name}/{container}" if container else name] = text

@@ -37,7 +37,7 @@ SAMPLE_ENV = {"PET_NODE_RANK": "0", "RANK": "0", "PET_MASTER_ADDR": "node-0",
               "MASTER_ADDR": "node-0", "PET_MASTER_PORT": "29400", "MASTER_PORT": "29400"}
 
 _NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # RFC 1035 label
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # RFC 1123 label
+NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # RFC 1123 label
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
@@ -63,7 +63,7 @@ class Target:
             raise UserError(f"nodes: a comma list of node counts >= 1, got {self.nodes}")
         check_label("run_name", self.run_name, _NAME, "an RFC 1035 label (lower-case letters, "
                     "digits and '-', starting with a letter)")
-        check_label("namespace", self.namespace, _NAMESPACE, "an RFC 1123 label (lower-case "
+        check_label("namespace", self.namespace, NAMESPACE, "an RFC 1123 label (lower-case "
                     "letters, digits and '-')")
         if self.results_pvc is not None:
             check_label("results_pvc", self.results_pvc, re.compile(

@@ -50,7 +50,8 @@ def parse(lines: Iterable[str]) -> tuple[list[dict], list[str]]:
     return records, problems
 
 
-def _key(record: dict) -> tuple:
+def key(record: dict) -> tuple:
+    """What makes a record the same one when a log is read twice."""
     return record.get("sweep_id"), record.get("run_id"), record.get("timestamp")
 
 
@@ -64,13 +65,13 @@ def collect(records: Iterable[dict], out_dir: Path) -> int:
         with open(path, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 try:
-                    seen.add(_key(json.loads(line)))
+                    seen.add(key(json.loads(line)))
                 except ValueError:
                     continue
     added = 0
     for record in records:
-        if _key(record) not in seen:
+        if key(record) not in seen:
             results.append(path, record)
-            seen.add(_key(record))
+            seen.add(key(record))
             added += 1
     return added

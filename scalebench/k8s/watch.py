@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalebench.k8s.api import ApiError, Client
+
 PHASES = ("pending", "running", "succeeded", "failed")
 RAY_PENDING = ("", "New", "Initializing", "Waiting", "Retrying", "Suspending", "Suspended")
 RAY_FAILED = ("Failed", "ValidationFailed")
@@ -123,7 +124,7 @@ def watch(client: Client, manifest: dict, deadline_seconds: float, poll_seconds:
             except ApiError as exc:
                 if exc.status == 404:
                     return Outcome("failed", last, f"{name} was deleted before it ended "
-                                   f"(last seen: {_words(last)})", polls)
+                                   f"(last seen: {words(last)})", polls)
                 errors += 1
                 if errors >= max_api_errors:
                     return Outcome("failed", last, f"the API did not answer for {name} "
@@ -132,14 +133,14 @@ def watch(client: Client, manifest: dict, deadline_seconds: float, poll_seconds:
             if last.phase == "succeeded":
                 return Outcome("ok", last, None, polls)
             if last.phase == "failed":
-                return Outcome("failed", last, f"{name} failed: {_words(last)}", polls)
+                return Outcome("failed", last, f"{name} failed: {words(last)}", polls)
             limit = end if started else pending_end
             if clock() >= limit:
                 waited = limit - start
                 if delete:
                     delete_quietly(client, manifest)
                 return Outcome("timeout", last, f"{name} still {last.phase} after {waited:g} s "
-                               f"({_words(last)})" + ("; deleted it" if delete else ""), polls)
+                               f"({words(last)})" + ("; deleted it" if delete else ""), polls)
             sleep(max(0.0, min(poll_seconds, limit - clock())))
     except KeyboardInterrupt:
         if delete:
@@ -147,7 +148,7 @@ def watch(client: Client, manifest: dict, deadline_seconds: float, poll_seconds:
         raise
 
 
-def _words(s: State) -> str:
+def words(s: State) -> str:
     text = s.reason or s.phase
     return f"{text}: {s.message}" if s.message else text
 

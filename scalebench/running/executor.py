@@ -131,6 +131,18 @@ def execute(jobs: Sequence[Job], device: DeviceInfo, out_dir: Path,
     return outcome
 
 
+def append_records(outcome: ExecutionOutcome, records: list[dict], sweep_id: str,
+                   vetting: dict | None = None) -> None:
+    """Stamp each record with the sweep (and the vetting that placed it), append and fsync it
+    to the sweep's results file, and keep it in the outcome."""
+    for record in records:
+        record["sweep_id"] = sweep_id
+        if vetting is not None:
+            record["vetting"] = vetting
+        results.append(outcome.results_path, record)
+        outcome.records.append(record)
+
+
 class _Runner:
     """Launches of one execute call: alone or as a group; records appended as they come."""
 
@@ -148,12 +160,7 @@ class _Runner:
         for record in records:
             if record.get("run_id") in self.reruns:
                 record["rerun_of"] = self.reruns[record["run_id"]]
-        for record in records:
-            record["sweep_id"] = self.sweep_id
-            if self.vetting is not None:
-                record["vetting"] = self.vetting
-            results.append(self.outcome.results_path, record)
-            self.outcome.records.append(record)
+        append_records(self.outcome, records, self.sweep_id, self.vetting)
 
     def unavailable(self, job: Job) -> str | None:
         if job.launch.unplaced:

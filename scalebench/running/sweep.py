@@ -68,12 +68,19 @@ def run_sweep(sweep: SweepSpec, progress: Progress | None = None) -> SweepOutcom
                             strict=sweep.strict)
     outcome = SweepOutcome(done.out_dir, done.records, done.skipped_existing,
                            interrupted=done.interrupted)
-    if sweep.report and done.results_path.is_file():
-        from scalebench import report
-
-        records, problems = results.load([done.results_path])
-        outcome.outputs = report.write_all(records, problems, done.out_dir)
+    if sweep.report:
+        outcome.outputs = write_report(done.results_path)
     return outcome
+
+
+def write_report(results_path: Path) -> list[Path]:
+    """Summary, figures and reports beside a sweep's results file (none without one)."""
+    if not results_path.is_file():
+        return []
+    from scalebench import report
+
+    records, problems = results.load([results_path])
+    return report.write_all(records, problems, results_path.parent)
 
 
 def vet_first(sweep: SweepSpec):

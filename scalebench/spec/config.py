@@ -24,7 +24,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
 SCALINGS = ("weak", "strong")
 TF32_MODES = ("default", "on", "off")
-LAUNCHERS = ("local", "slurm")
+LAUNCHERS = ("local", "slurm", "k8s")
 LAUNCH_MODES = ("grouped", "isolated")
 
 
@@ -52,7 +52,7 @@ class SweepSpec:
     repeats: int = 1  # separate launches of every configuration, interleaved round by round
     seed: int | None = None  # shuffles the framework order within a round; None: from the clock
     tf32: str = "default"  # CUDA fp32 math: PyTorch's default, TF32 on, or TF32 off
-    launcher: str = "local"  # local: each framework's own launcher; slurm: job steps
+    launcher: str = "local"  # local: each framework's own launcher; slurm: job steps; k8s: operator jobs
     launch: str = "grouped"  # grouped: configurations sharing a launch run in one; isolated
     breakdown: bool = True  # no-sync windows at N > 1 workers for the scaling-loss breakdown
     with_allreduce: bool = False  # measure each framework's allreduce first (link for the model)

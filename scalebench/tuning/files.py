@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from scalebench.records import atomic
+from scalebench.spec.toml_text import toml_value
 from scalebench.spec.tuned import FORMAT_VERSION, TUNED_TOML
 from scalebench.tuning.race import ConfirmPlan, ratio_interval
 
@@ -122,15 +123,6 @@ def tuned_toml(doc: dict[str, Any]) -> str:
         lines += [f"{k} = {toml_value(v)}" for k, v in options.items()]
         lines.append("")
     return "\n".join(lines)
-
-
-def toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(float(value)) if isinstance(value, float) else str(value)
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{text}"'
 
 
 def write_all(outcome) -> list[Path]:
