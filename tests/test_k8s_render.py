@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from scalebench import cli
-from scalebench.k8s import plan as k8s_plan
 from scalebench.commands import sweep as sweep_command
+from scalebench.k8s import plan as k8s_plan
 from scalebench.k8s import render, validate
 from scalebench.spec.errors import UserError
 
