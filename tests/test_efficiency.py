@@ -2,6 +2,7 @@
 
 import json
 import math
+import statistics
 
 import pytest
 
@@ -117,3 +118,68 @@ def test_a_tuned_row_takes_the_defaults_one_worker_baseline_unless_it_has_its_ow
                                   tuned])
     row = next(r for r in own if r["world_size"] == 2)
     assert row["efficiency"] == pytest.approx(1.0) and row["baseline_note"] == ""
+
+
+# ---------------------------------------------------------------- intervals of positive quantities
+
+SLOW = [9.8, 10.5, 0.584]  # issue 44: one of three trials slowed 17x by another job
+
+
+def test_one_slow_trial_is_too_noisy_to_bound_everywhere_it_appears():
+    from scalebench.analysis import compare
+
+    one, two = _record("ddp", 1, SLOW), _record("ddp", 2, [19.0, 19.4, 18.8])
+    rows = {r["world_size"]: r for r in aggregate.summary_rows([one, two])}
+    # the linear t-interval read -6.79-20.7 images/s and -1573-2772% efficiency
+    assert (rows[1]["ci95_low"], rows[1]["ci95_high"]) == (None, None)
+    assert rows[1]["ci95_too_noisy"] == "1 of 3 trials 17x slower"
+    assert rows[2]["efficiency"] == pytest.approx(19.0667 / (2 * 6.9613), rel=1e-4)
+    assert rows[2]["efficiency_ci95_low"] is None
+    assert rows[2]["efficiency_ci95_too_noisy"] == "the one-worker run: 1 of 3 trials 17x slower"
+    csv = {r["world_size"]: r for r in aggregate.csv_rows(list(rows.values()))}
+    assert csv[2]["efficiency_ci95_too_noisy"].startswith("the one-worker run")
+    # compare shows it the same way, and a too-noisy side cannot make a difference significant
+    clean = [_record("ddp", 1, [9.8, 10.5, 10.1]), _record("ddp", 2, [19.0, 19.4, 18.8])]
+    verdicts = compare.compare(clean, [one, two]).verdicts
+    [eff] = [v for v in verdicts if v.metric == "efficiency"]
+    assert eff.verdict == "unchanged" and "current too noisy to bound (the one-worker" in eff.reason
+    assert eff.current.ci_low is None and eff.current.too_noisy.startswith("the one-worker run")
+
+
+def test_a_slow_trial_that_can_be_bounded_gives_a_positive_interval_around_the_estimate():
+    trials = [10.0, 10.4, 6.0]  # the linear interval: 8.8 +- 6.1
+    s = stats.summarize_positive(trials)
+    half = 4.302653 * statistics.stdev(math.log(t) for t in trials) / math.sqrt(3)
+    assert s.ci_low == pytest.approx(s.mean * math.exp(-half), rel=1e-6)
+    assert s.ci_high == pytest.approx(s.mean * math.exp(half), rel=1e-6)
+    assert 0 < s.ci_low < s.mean < s.ci_high and not s.too_noisy
+    # the paired efficiency: log ratios of trial i against trial i, centred on the ratio of means
+    one, two = _record("ddp", 1, trials), _record("ddp", 2, [19.0, 19.4, 18.8])
+    row = next(r for r in aggregate.summary_rows([one, two]) if r["world_size"] == 2)
+    logs = [math.log(n / (2 * o)) for n, o in zip([19.0, 19.4, 18.8], trials, strict=True)]
+    half = 4.302653 * statistics.stdev(logs) / math.sqrt(3)
+    assert row["efficiency_ci95_low"] == pytest.approx(row["efficiency"] * math.exp(-half))
+    assert 0 < row["efficiency_ci95_low"] < row["efficiency"] < row["efficiency_ci95_high"]
+
+
+def test_no_bound_for_one_sample_or_a_sample_at_zero():
+    assert stats.positive_interval(5.0, [5.0]) == (None, None, "")
+    assert stats.positive_interval(5.0, [5.0, 0.0, 10.0], unit="trials") == \
+        (None, None, "1 of 3 trials at or below zero")
+    assert stats.outlier_text([10.0, 10.2, 9.9, 10.1]) == ""
+    assert stats.outlier_text([10.0, 31.0, 9.9], "launches") == "1 of 3 launches 3.1x faster"
+
+
+def test_positive_intervals_never_fall_below_zero_and_hold_their_estimate():
+    import random
+
+    rng = random.Random(44)
+    for _ in range(300):
+        n = rng.choice([2, 3, 5, 10])
+        values = [rng.lognormvariate(2.3, rng.choice([0.01, 0.3, 1.5])) *
+                  (rng.choice([1, 1, 1, 1 / 17])) for _ in range(n)]
+        s = stats.summarize_positive(values)
+        if s.ci_low is None:
+            assert s.too_noisy
+            continue
+        assert 0 < s.ci_low <= s.mean <= s.ci_high <= stats.MAX_SPAN * s.ci_low

@@ -236,3 +236,22 @@ def test_a_faulted_run_is_labelled_and_warned_about_in_the_report(tmp_path):
     assert "ddp (faults: step delay 0.3 s on rank 1)" in headline
     assert ("inception_v3 ddp (faults: step delay 0.3 s on rank 1) x2: injected faults: step "
             "delay 0.3 s on rank 1 (a fault test, not a measurement of the framework)") in headline
+
+
+def test_an_interval_too_noisy_to_bound_reads_the_same_in_every_table_and_verdict():
+    from scalebench.analysis import compare
+    from scalebench.report.format import with_interval
+
+    slow = [fake_record((9.8, 10.5, 0.584)), fake_record((19.0, 19.4, 18.8), world_size=2)]
+    why = "too noisy to bound (1 of 3 trials 17x slower)"
+    assert interval(None, None, too_noisy="1 of 3 trials 17x slower") == why
+    assert pct_interval(None, None, too_noisy="x") == "too noisy to bound (x)"
+    assert with_interval(0.5, 0.4, 0.6, percent=True) == "50.0% [40.0–60.0%]"
+    assert with_interval(6.9613, None, None, False, "1 of 3 trials 17x slower") == f"6.961 [{why}]"
+    md = markdown.render(report.build(slow, []), {})
+    assert f"| 6.96 | {why} |" in md
+    assert "too noisy to bound (the one-worker run: 1 of 3 trials 17x slower)" in md
+    page = html_report.page(report.build(slow, []), {})
+    assert html.escape(why) in page
+    text = compare.render_text(compare.compare(slow, slow))
+    assert f"6.961 [{why}]" in text and "-6.7" not in text and "-15" not in text

@@ -44,7 +44,6 @@ from scalebench.analysis import aggregate, disturbance, stats
 from scalebench.hardware import topology
 from scalebench.hardware.envinfo import HARDWARE_FIELDS
 from scalebench.records.validity import Invalid
-from scalebench.report.format import with_interval
 from scalebench.spec import identity
 from scalebench.spec.errors import UserError
 
@@ -574,6 +573,8 @@ def compare(baseline: list[dict], current: list[dict], threshold: float = 5.0, a
 # ---------------------------------------------------------------- rendering (separate from judging)
 
 def _value(metric: str, s: stats.Summary | None) -> str:
+    from scalebench.report.format import with_interval  # rendering only: the report is heavy
+
     if s is None:
         return "–"
     text = with_interval(s.mean, s.ci_low, s.ci_high, metric == "efficiency", s.too_noisy)

@@ -30,8 +30,8 @@ from typing import Any
 
 from scalebench import frameworks
 from scalebench.analysis import aggregate
+from scalebench.analysis.stats import noisy_text
 from scalebench.models import workloads
-from scalebench.report.format import noisy_text
 from scalebench.spec.errors import UserError
 from scalebench.spec.units import format_bandwidth
 

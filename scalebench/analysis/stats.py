@@ -24,6 +24,7 @@ NOISY_REL_STD = 0.05  # variation between samples above this flags a run as nois
 MAX_SPAN = 10.0
 # A sample this many times below or above the median of the others is named as the cause.
 OUTLIER_FACTOR = 2.0
+TOO_NOISY = "too noisy to bound"
 
 
 def t_quantile(df: int, confidence: float = CONFIDENCE) -> float:
@@ -95,6 +96,12 @@ class Ratio:
     ci_low: float | None
     ci_high: float | None
     too_noisy: str = ""  # why the interval is too noisy to bound (positive_interval); else ""
+
+
+def noisy_text(too_noisy: str) -> str:
+    """An interval too noisy to bound, with why: "too noisy to bound (1 of 3 trials 17x
+    slower)" (report.format.interval shows it so wherever an interval appears)."""
+    return f"{TOO_NOISY} ({too_noisy})"
 
 
 def _log_bounds(estimate: float, half: float) -> tuple[float | None, float | None, str]:
@@ -351,7 +358,8 @@ def intervals_overlap(a: Summary, b: Summary) -> bool:
 
 
 def difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
-               labels: tuple[str, str] = ("first", "second")) -> Difference:
+               labels: tuple[str, str] = ("first", "second"), causes: tuple[str, str] = ("", ""),
+               unit: str = "samples") -> Difference:
     """Two-sided test on raw samples: Mann-Whitney U where it can reach alpha, else intervals.
 
     With too few samples (3 vs 3 gives at best p = 0.1) the test cannot be significant at
@@ -381,7 +389,8 @@ def difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
         return Difference(NO_TEST, False, None,
                           f"{len(a)} vs {len(b)} samples: one sample has no interval")
     test = intervals_test(alpha)
-    sa, sb = summarize_positive(a, 1 - alpha), summarize_positive(b, 1 - alpha)
+    sa, sb = (summarize_positive(x, 1 - alpha, cause, unit) for x, cause in zip((a, b), causes,
+                                                                                strict=True))
     noisy = "; ".join(f"{label} too noisy to bound ({s.too_noisy})"
                       for label, s in zip(labels, (sa, sb), strict=True) if s.too_noisy)
     if noisy:
@@ -398,5 +407,6 @@ def difference_of(a: Samples, b: Samples, alpha: float = 0.05,
                   labels: tuple[str, str] = ("first", "second")) -> Difference:
     """`difference` on the samples both sides can give (common_basis), saying which."""
     basis = common_basis(a, b)
-    d = difference(a.values(basis), b.values(basis), alpha, labels=labels)
+    d = difference(a.values(basis), b.values(basis), alpha, labels=labels,
+                   causes=(a.cause(basis), b.cause(basis)), unit=UNITS[basis])
     return replace(d, basis=basis, samples=basis_text(a, b, basis))

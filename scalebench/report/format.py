@@ -8,8 +8,9 @@ through `interval`, the one formatter of intervals.
 
 from __future__ import annotations
 
+from scalebench.analysis.stats import noisy_text
+
 DASH = "–"
-TOO_NOISY = "too noisy to bound"
 
 
 def num(value: float | None, spec: str = ".3g", scale: float = 1.0, suffix: str = "") -> str:
@@ -20,12 +21,6 @@ def num(value: float | None, spec: str = ".3g", scale: float = 1.0, suffix: str 
 
 def pct(value: float | None) -> str:
     return num(value, ".1f", 100.0, "%")
-
-
-def noisy_text(too_noisy: str) -> str:
-    """An interval too noisy to bound, with why: "too noisy to bound (1 of 3 trials 17x
-    slower)"."""
-    return f"{TOO_NOISY} ({too_noisy})"
 
 
 def interval(low: float | None, high: float | None, spec: str = ".3g", scale: float = 1.0,

@@ -25,7 +25,6 @@ from scalebench.records.schema import (
     check_optional,
     launch_fields,
 )
-from scalebench.report.format import interval
 from scalebench.spec import identity
 from scalebench.spec.errors import UserError
 from scalebench.spec.launch import Job, LaunchSpec
@@ -438,8 +437,8 @@ class TrainTask(Task):
         lo, hi = record["images_per_sec_ci95"]
         why = "" if lo is not None else \
             stats.summarize_positive(record["trial_images_per_sec"], unit="trials").too_noisy
-        ci = f" (95% CI {interval(lo, hi, '.2f', missing='', too_noisy=why)})" \
-            if lo is not None or why else ""
+        ci = f" (95% CI {lo:.2f}-{hi:.2f})" if lo is not None else \
+            f" (95% CI {stats.noisy_text(why)})" if why else ""
         return f"{head}: {record['images_per_sec']:.2f} images/s{ci}"
 
     def resume_keys(self, job: Job) -> list[tuple]:
