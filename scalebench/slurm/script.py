@@ -86,8 +86,10 @@ class BatchJob:
             directives.append("--exclusive")
         directives.append(f"--output={self.out / 'slurm-%j.out'}")
         q = shlex.quote
+        # --no-report: the next line writes the report, after a failed sweep too (the sweep's
+        # own report would be written and then overwritten, seconds of plotting twice)
         sweep = " ".join(q(a) for a in ["sweep", str(self.workload), "--launcher", "slurm",
-                                        "--out", str(self.out), *self.sweep_args])
+                                        "--out", str(self.out), "--no-report", *self.sweep_args])
         lines = [
             "#!/bin/bash",
             "# Written by `scalebench slurm-script`: the sweep runs every run as a job step on",
