@@ -218,3 +218,20 @@ def test_tune_quality_smoke():
     assert behind >= 0 and 0 < used and budget == pytest.approx(max(seconds / 2, 24), abs=1)
     [good, runs] = figure(r"^(\d) of (\d) tune runs within 2% of the grid's best", out)
     assert runs == 1 and good in (0, 1)
+
+
+@pytest.mark.slow
+def test_disturbance_smoke():
+    """One real sweep (ddp, one worker, resnet101 at 32 px) beside the script's one-core CPU
+    hog, no quiet sweep: the record is read, judged and the figures printed. The hog is only
+    checked to be seen: on a machine other work shares, it may not be the top process."""
+    out = smoke("disturbance.py", "--quiet-sweeps", "0").stdout
+    [named, records, listed, records_again] = figure(
+        r"^\(a\) beside a one-core CPU hog \(sbench-cpuhog, \d+ s\): (\d+) of (\d+) records "
+        r"flagged with the hog named as the top other process \(goal: all\); (\d+) of (\d+) "
+        r"with it among the top 5$", out)
+    assert records == records_again == 1 and named <= listed
+    assert "(b) 0 sweeps on this machine without the hog: 0 of 0 records flagged" in out
+    [mean, peak] = figure(r"^edge readings: (\d+\.\d+) ms per window on average, at most "
+                          r"(\d+\.\d+) ms", out)
+    assert 0 < mean <= peak
