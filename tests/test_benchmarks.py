@@ -220,6 +220,21 @@ def test_tune_quality_smoke():
     assert runs == 1 and good in (0, 1)
 
 
+def test_interval_coverage_smoke():
+    """The log-scale intervals never reach below zero, in any family, where the linear ones
+    did; on Gaussian trials both cover about 95%."""
+    out = smoke("interval_coverage.py", "--smoke").stdout
+    for metric in ("images/s", "efficiency"):
+        [old, below, new, new_below, noisy, either] = figure(
+            rf"^all cells, {metric}: old cover (\d+\.\d)% \((\d+\.\d)% below zero\); new cover "
+            r"(\d+\.\d)% of those bounded \((\d+\.\d)% below zero\), (\d+\.\d)% too noisy to "
+            r"bound, (\d+\.\d)% bounded and covering or too noisy$", out)
+        assert new_below == 0 and below > 0 and noisy > 0 and 0 < old <= 100 and 0 < new <= 100
+        assert either >= new * (100 - noisy) / 100
+    [old, _, new] = figure(r"^gaussian 3%\s+3\s+images/s\s+(\d+\.\d)%\s+(\d+\.\d)%\s+(\d+\.\d)%", out)
+    assert 90 <= old <= 99 and 90 <= new <= 99
+
+
 @pytest.mark.slow
 def test_disturbance_smoke():
     """One real sweep (ddp, one worker, resnet101 at 32 px) beside the script's one-core CPU
