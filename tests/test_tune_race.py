@@ -18,6 +18,7 @@ from scalebench.tuning.race import (
     confirm,
     launches_to_confirm,
     plan_confirmation,
+    signed_rank_p_less,
 )
 
 
@@ -67,6 +68,23 @@ def test_a_flat_surface_rarely_loses_anyone_and_each_drop_is_significant():
     for r in runs:
         for d in r.dropped:
             assert d.p_value < d.threshold and d.ratio < 1
+
+
+def test_the_signed_rank_p_value_is_scipys_with_and_without_zeros_or_ties():
+    """The race's own exact signed-rank p-value (no zeros or ties, n <= 50) equals scipy's;
+    zeros, ties and larger samples go to scipy itself."""
+    from scipy import stats
+
+    rng = random.Random(5)
+    cases = [[rng.gauss(-0.2 * rng.random(), 1) for _ in range(n)] for n in (2, 3, 5, 9, 20, 50)
+             for _ in range(20)]
+    cases += [[0.0, -0.1, 0.2, -0.3], [0.1, -0.1, -0.2, -0.3, 0.4], [-0.5] * 8,
+              [rng.gauss(0, 1) for _ in range(60)]]
+    for diffs in cases:
+        want = float(stats.wilcoxon(diffs, alternative="less", zero_method="zsplit").pvalue)
+        assert signed_rank_p_less(diffs) == pytest.approx(want, rel=1e-9, abs=1e-15), diffs
+    assert signed_rank_p_less([-1.0, -2.0, -3.0]) == pytest.approx(1 / 8)
+    assert signed_rank_p_less([0.0, 0.0]) == 1.0
 
 
 def factorial_race(rng, slots=3, cv=0.03, df=2.5, drift=0.1):
