@@ -391,7 +391,9 @@ def run_warnings(result: dict) -> list[str]:
                      "(throughput is still measured)")
     skipped = skipped_steps(result)
     if skipped:
-        notes.append(f"{skipped} fp16 steps in the timed windows were skipped by the gradient "
+        steps = "1 fp16 step in the timed windows was" if skipped == 1 else \
+            f"{skipped} fp16 steps in the timed windows were"
+        notes.append(f"{steps} skipped by the gradient "
                      "scaler (inf/NaN gradients): skipped steps do no update and inflate "
                      "throughput")
     sums = [v for v in result.get("param_checksums", []) if v is not None and math.isfinite(v)]
