@@ -17,7 +17,6 @@ from pathlib import Path
 
 from scalebench.frameworks.base import LaunchOutcome
 from scalebench.hardware.cpu_load import MARKER_VAR
-from scalebench.hardware.cpu_load import MARKER_VAR
 
 TERM_GRACE_SECONDS = 5.0
 KILL_ROUNDS = 5

@@ -13,7 +13,8 @@ from scalebench.spec.errors import UserError
 # Rows that add `step_options`, `options`, `global_batch`, `tf32`, the launch fields,
 # `efficiency_samples`, `sweep_id`, `faults`, `warnings`, `branch` and `disturbance` are still
 # version 1: older rows without them read as single launches with the framework's default
-# options, no faults, no warnings, no branch and no disturbance recorded, grouped into sweeps by their launch fields (history.sweep_groups).
+# options, no faults, no warnings, no branch and no disturbance recorded, grouped into sweeps
+# by their launch fields (history.sweep_groups).
 HISTORY_VERSION = 1
 STORE_FILE = "history.jsonl"  # the file a git store keeps on its branch
 PUSH_TIMEOUT = 120.0  # seconds a git store retries rejected pushes before it gives up
