@@ -11,8 +11,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-from matplotlib.ticker import ScalarFormatter
-
 from scalebench.report import loss_figures, plotting
 from scalebench.report import mfu as mfu_section
 from scalebench.report.model import (
@@ -72,6 +70,8 @@ def _panel(ax, group: Group, value: Value, interval: Interval, ideal: Ideal, yla
                    label=f"Horovod published ({PUBLISHED_WORKERS} GPUs)")
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(workers) or [1])
+    from matplotlib.ticker import ScalarFormatter
+
     ax.get_xaxis().set_major_formatter(ScalarFormatter())
     ax.set_title(plotting.title(group.title), fontsize="medium")
     ax.set_xlabel("workers")

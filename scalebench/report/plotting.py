@@ -1,4 +1,7 @@
-"""What every report figure shares: the headless backend, a grid of panels, saving."""
+"""What every report figure shares: the headless backend, a grid of panels, saving.
+
+Matplotlib is imported when the first figure is drawn, not with this module: every command of
+the CLI imports the report's modules, and pyplot alone took most of a second of each start."""
 
 from __future__ import annotations
 
@@ -6,19 +9,24 @@ import math
 import textwrap
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
 PANELS_PER_ROW = 3
+
+
+def pyplot():
+    """matplotlib.pyplot on the headless Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def panels(count: int, width: float, height: float, per_row: int = PANELS_PER_ROW):
     """A figure with `count` visible panels of width x height inches, `per_row` to a row."""
     cols = min(count, per_row)
     lines = math.ceil(count / cols)
-    fig, axes = plt.subplots(lines, cols, figsize=(width * cols, height * lines), squeeze=False)
+    fig, axes = pyplot().subplots(lines, cols, figsize=(width * cols, height * lines), squeeze=False)
     flat = [ax for row in axes for ax in row]
     for ax in flat[count:]:
         ax.set_visible(False)
@@ -36,7 +44,7 @@ def png_bytes(fig) -> bytes:
     buffer = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buffer, format="png", dpi=100)
-    plt.close(fig)
+    pyplot().close(fig)
     return buffer.getvalue()
 
 
@@ -59,5 +67,5 @@ def write_pages(out_dir: Path, stem: str, pngs: dict[str, bytes], markdown, html
 def save(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
+    pyplot().close(fig)
     return path
