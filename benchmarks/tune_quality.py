@@ -34,14 +34,16 @@ from scalebench.tuning.race import Race, ratio_interval
 
 
 def grid(sweep, framework: str, model: str, out: Path, launches: int, rounds: int,
-         reuse: Path | None = None, more: int = 0, knobs_text: str | None = None) -> dict:
+         reuse: Path | None = None, more: int = 0, knobs_text: str | None = None,
+         window_min: int = tune_run.WINDOW_STEPS_MIN) -> dict:
     """Every candidate of the cell, measured in `launches` interleaved launches (in-launch
     frameworks: all candidates in each launch; else a round of launches per repeat); or the
     grid.json an earlier run wrote in `reuse` (its slots and measured seconds), with `more`
     launches measured now and added to it (its seconds too)."""
     device = devices.resolve(sweep.device)
     cell = tune_run.plan_cells(dataclasses.replace(sweep, frameworks=(framework,),
-                                                   models=(model,)), device, knobs_text)[0]
+                                                   models=(model,)), device, knobs_text,
+                                window_min)[0]
     candidates = knob_rules.candidates(cell.knobs)
     race = Race(candidates)
     earlier = 0.0
@@ -137,15 +139,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--knobs", default=None,
                    help="the knobs to grid and tune, as `scalebench tune --knobs` takes them "
                         "(default: each framework's own set)")
+    p.add_argument("--window-min", type=int, default=tune_run.WINDOW_STEPS_MIN, metavar="N",
+                   help="least timed steps of an in-launch window, for the grid and the tunes "
+                        f"(default: tune's own, {tune_run.WINDOW_STEPS_MIN})")
     p.add_argument("--smoke", action="store_true",
                    help="the smallest: DDP, ResNet-101 at 32 px, a grid of two candidates "
                         "(gradient_as_bucket_view off and on) in one launch of 2 rounds, 1 tune "
-                        "at half the grid's time (at least what tune accepts)")
+                        "at half the grid's time (at least what tune accepts); windows of 1 "
+                        "timed step (each after tune's 3 untimed re-warm steps): it checks that "
+                        "the pieces run, not what they measure")
     args = p.parse_args(argv)
     if args.smoke:
         args.models, args.frameworks, args.image_size, args.batch_size = \
             "resnet101", "ddp", 32, 2
         args.iters, args.grid_launches, args.rounds, args.tunes = 1, 1, 2, 1
+        args.window_min = 1  # tune's 9 steps a window tripled the smoke's steps
         args.knobs = "gradient_as_bucket_view"
         args.fraction = 0.5
     out = Path(args.out or tempfile.mkdtemp(prefix="tune-quality-"))
@@ -154,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                                "workers": str(args.workers), "threads_per_worker": 1,
                                "device": "cpu"})
     print(f"CPU: {cpu_model()}; {args.workers} workers, 1 thread each, batch {args.batch_size}, "
-          f"{args.image_size} px, {args.iters} steps per window")
+          f"{args.image_size} px, {args.iters} steps per window (at least {args.window_min} "
+          f"where the candidates share a launch)")
     results = []
     for framework in args.frameworks.split(","):
         for model in args.models.split(","):
@@ -162,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             reuse = None if args.grid_from is None else \
                 args.grid_from / f"{framework}-{model}" / "grid"
             g = grid(sweep, framework, model, cell_out / "grid", args.grid_launches,
-                     args.rounds, reuse, args.grid_more, args.knobs)
+                     args.rounds, reuse, args.grid_more, args.knobs, args.window_min)
             how = (f"{args.grid_launches} launches" if reuse is None else
                    f"{g['slots']} slots ({args.grid_more} launches measured now, the rest "
                    f"read from {reuse})")
@@ -181,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
                 one = dataclasses.replace(sweep, frameworks=(framework,), models=(model,))
                 began = time.monotonic()
                 outcome = tune_run.run_tune(one, cell_out / f"tune-{seed}", budget, args.knobs, seed,
-                                            stream=sys.stderr, live=False)
+                                            stream=sys.stderr, live=False,
+                                            window_min=args.window_min)
                 used = time.monotonic() - began
                 verdict = judge(g, outcome.cells[0].winner)
                 verdict.update(seed=seed, seconds=used, budget=budget,

@@ -204,7 +204,7 @@ def test_horovod_autotune_reads_the_best_params_line_as_horovodrun_prints_it():
 def test_tune_quality_smoke():
     """A grid of two candidates (DDP's gradient view off and on) in one launch, then one tune
     at half the grid's time (at least the 24 s tune accepts for a DDP cell), judged against the
-    grid."""
+    grid; windows of one timed step (tune's own 9 tripled the smoke's steps)."""
     out = smoke("tune_quality.py").stdout
     assert "2 workers, 1 thread each, batch 2, 32 px, 1 steps per window" in out
     [seconds] = figure(r"^ddp/resnet101/w2: grid of 2 candidates, 1 launches, (\d+) s; best ", out)

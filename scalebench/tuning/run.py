@@ -79,6 +79,9 @@ class Cell:
     nodes: int
     job: Job  # the planned training job of this cell at the framework's defaults
     knobs: tuple[Knob, ...]
+    # the least timed steps of an in-launch window (a smoke run that only checks that the
+    # pieces fit together may ask for fewer; what it measures is then mostly re-warm)
+    window_min: int = WINDOW_STEPS_MIN
 
     @property
     def name(self) -> str:
@@ -97,10 +100,11 @@ class Cell:
 
     @property
     def window_steps(self) -> int:
-        """Timed steps of one window: the workload's iters, at least WINDOW_STEPS_MIN where
-        every window follows a re-wrap (a launch of one candidate warms up once)."""
+        """Timed steps of one window: the workload's iters, at least window_min
+        (WINDOW_STEPS_MIN) where every window follows a re-wrap (a launch of one candidate
+        warms up once)."""
         iters = self.job.task.iters
-        return max(iters, WINDOW_STEPS_MIN) if self.in_launch else iters
+        return max(iters, self.window_min) if self.in_launch else iters
 
 
 @dataclass
@@ -134,8 +138,8 @@ class TuneOutcome:
     files: list[Path] = field(default_factory=list)
 
 
-def plan_cells(sweep: SweepSpec, device: devices.DeviceInfo, knobs_text: str | None
-               ) -> list[Cell]:
+def plan_cells(sweep: SweepSpec, device: devices.DeviceInfo, knobs_text: str | None,
+               window_min: int = WINDOW_STEPS_MIN) -> list[Cell]:
     """One cell per framework x model x worker count >= 2, each planned as the sweep plans it
     (every input checked before anything launches)."""
     if len(sweep.precision) != 1:
@@ -158,7 +162,8 @@ def plan_cells(sweep: SweepSpec, device: devices.DeviceInfo, knobs_text: str | N
                 spec = dataclasses.replace(job.task, measure_wrapper=False, breakdown_windows=0)
                 job = dataclasses.replace(job, task=spec)
                 cells.append(Cell(framework, model, w, job.launch.nodes, job,
-                                  knob_rules.for_cell(chosen[framework], job.launch.nodes)))
+                                  knob_rules.for_cell(chosen[framework], job.launch.nodes),
+                                  window_min))
     return cells
 
 
@@ -535,13 +540,13 @@ def finish(result: CellResult, started: float) -> CellResult:
 
 def run_tune(sweep: SweepSpec, out_dir: Path, budget: float, knobs_text: str | None = None,
              seed: int | None = None, stream: TextIO | None = None,
-             live: bool | None = None) -> TuneOutcome:
+             live: bool | None = None, window_min: int = WINDOW_STEPS_MIN) -> TuneOutcome:
     """Plan the cells, race each within its share of the budget, write the files (also when
-    interrupted: what was measured is kept)."""
+    interrupted: what was measured is kept). window_min: Cell.window_min."""
     from scalebench.tuning import files
 
     device = devices.resolve(sweep.device)
-    cells = plan_cells(sweep, device, knobs_text)
+    cells = plan_cells(sweep, device, knobs_text, window_min)
     check_budget(cells, budget)
     for cell in cells:
         available, why = frameworks.get(cell.framework).available()
