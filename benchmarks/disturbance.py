@@ -34,9 +34,11 @@ HOG = "sbench-cpuhog"  # the hog's process name (its comm, set through prctl)
 HOG_CODE = ("import ctypes\n"
             f"ctypes.CDLL(None).prctl(15, b'{HOG}', 0, 0, 0)\n"  # PR_SET_NAME
             "while True:\n    pass\n")
+# One thread: a worker with two threads beside the hog stalls at every parallel region (its
+# smoke took minutes that way).
 SMOKE_FLAGS = ["--frameworks", "ddp", "--models", "resnet101", "--workers", "1",
-               "--batch-size", "2", "--image-size", "32", "--warmup", "1", "--iters", "2",
-               "--trials", "2", "--no-breakdown"]
+               "--batch-size", "2", "--image-size", "32", "--warmup", "1", "--iters", "1",
+               "--trials", "2", "--no-breakdown", "--threads-per-worker", "1"]
 
 
 def sweep(workload: str, out: Path, extra: list[str]) -> list[dict]:
