@@ -16,21 +16,33 @@ workers=${SCALEBENCH_TEST_WORKERS:-3}
 parallel=()
 [ "$workers" -gt 0 ] && parallel=(-n "$workers" --dist loadfile)
 
+# (busy idle) jiffies of all cores since boot: each part prints how busy it kept the cores,
+# which says whether more parallel workers could help (docs/testing.md)
+cpu_jiffies() { awk 'NR == 1 {print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat 2>/dev/null; }
+busy_share() {  # busy share between two cpu_jiffies readings, as a percentage
+    awk -v a="$1" -v b="$2" 'BEGIN {split(a, x, " "); split(b, y, " "); busy = y[1] - x[1];
+        all = busy + y[2] - x[2]; if (all > 0) printf "%.0f%%", 100 * busy / all; else print "?"}'
+}
+
 report=${SCALEBENCH_TEST_REPORT:-.test-report}
 mkdir -p "$report"
 rm -f "$report"/parallel.xml "$report"/serial.xml
 
 start=$(date +%s)
+cpu0=$(cpu_jiffies)
 "$PY" -m pytest -q -p no:cacheprovider --durations=20 --junitxml="$report/parallel.xml" \
     "${parallel[@]}" -m "not serial" "$@"
 first=$?
 middle=$(date +%s)
+cpu1=$(cpu_jiffies)
 "$PY" -m pytest -q -p no:cacheprovider --durations=20 --junitxml="$report/serial.xml" -m serial "$@"
 second=$?
 end=$(date +%s)
+cpu2=$(cpu_jiffies)
 "$PY" "$(dirname "$0")/suite_budget.py" "$report" || true  # a file over budget is shown, not failed
-echo "test.sh: parallel part $((middle - start)) s (exit $first), serial part $((end - middle)) s" \
-     "(exit $second), $((end - start)) s in all"
+echo "test.sh: parallel part $((middle - start)) s (exit $first, cores $(busy_share "$cpu0" "$cpu1")" \
+     "busy), serial part $((end - middle)) s (exit $second, cores $(busy_share "$cpu1" "$cpu2") busy)," \
+     "$((end - start)) s in all"
 # 5 is pytest's "no tests collected": fine for one part (arguments may select none), not both
 if [ "$first" -eq 5 ] && [ "$second" -eq 5 ]; then exit 5; fi
 [ "$first" -eq 5 ] && first=0
