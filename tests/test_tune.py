@@ -23,10 +23,24 @@ CELL = ["--models", "inception_v3", "--image-size", "75", "--batch-size", "2", "
         "--iters", "1", "--workers", "2", "--threads-per-worker", "1", "--timeout", "240"]
 
 
+def tune_args(out: Path, *args: str) -> list[str]:
+    return ["tune", *CELL, "--out", str(out), "--quiet", "--seed", "1", *args]
+
+
 def tune(out: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scalebench", "tune", *CELL, "--out", str(out),
-                           "--quiet", "--seed", "1", *args], cwd=REPO, env=cli_env(),
-                          capture_output=True, text=True, timeout=600)
+    """`python -m scalebench tune` as a fresh process (Ray's: its driver must not live on in
+    the test process)."""
+    return subprocess.run([sys.executable, "-m", "scalebench", *tune_args(out, *args)],
+                          cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=600)
+
+
+def tune_here(capsys, out: Path, *args: str) -> subprocess.CompletedProcess:
+    """The same tune run by the CLI in this process (its launches are real torchrun and
+    horovodrun processes), without a second Python and torch start-up; what it printed."""
+    capsys.readouterr()
+    code = cli.main(tune_args(out, *args))
+    printed = capsys.readouterr()
+    return subprocess.CompletedProcess(["scalebench", "tune"], code, printed.out, printed.err)
 
 
 def check_files(out: Path, framework: str, knob: str, asked: float) -> dict:
@@ -56,9 +70,9 @@ def check_files(out: Path, framework: str, knob: str, asked: float) -> dict:
 
 @pytest.mark.slow
 def test_ddp_tune_reads_back_the_buckets_and_a_sweep_runs_the_winner_beside_the_default(
-        tmp_path):
+        tmp_path, capsys):
     out = tmp_path / "tune"
-    done = tune(out, "--frameworks", "ddp", "--knobs", "bucket_cap_mb=1", "--budget", "45s")
+    done = tune_here(capsys, out, "--frameworks", "ddp", "--knobs", "bucket_cap_mb=1", "--budget", "45s")
     assert done.returncode == 0, done.stderr[-3000:]
     cell = check_files(out, "ddp", "bucket_cap_mb", 1.0)
     # DDP's own logging data says which bucket cap each candidate ran with, on every rank
@@ -113,9 +127,9 @@ def test_ddp_tune_reads_back_the_buckets_and_a_sweep_runs_the_winner_beside_the_
 
 @pytest.mark.slow
 @pytest.mark.skipif(not install.check_installation()[0], reason="Horovod unavailable")
-def test_horovod_tune_launches_each_candidate_in_interleaved_rounds(tmp_path):
+def test_horovod_tune_launches_each_candidate_in_interleaved_rounds(tmp_path, capsys):
     out = tmp_path / "tune"
-    done = tune(out, "--frameworks", "horovod", "--knobs", "fusion_threshold_mb=0",
+    done = tune_here(capsys, out, "--frameworks", "horovod", "--knobs", "fusion_threshold_mb=0",
                 "--budget", "40s")
     assert done.returncode == 0, done.stderr[-3000:]
     cell = check_files(out, "horovod", "fusion_threshold_mb", 0.0)
