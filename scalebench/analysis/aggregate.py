@@ -141,10 +141,8 @@ def efficiency_estimate(samples: stats.Samples) -> stats.Ratio:
     one launch: the ratio of the two means), and its 95% interval from the paired ratios of the
     samples' basis on the log scale (stats.positive_interval: never below zero; too noisy to
     bound, naming the run and trials behind it, where the bounds lie more than MAX_SPAN apart)."""
-    value = statistics.fmean(samples.process_values)
-    low, high, why = stats.positive_interval(value, samples.values(), cause=samples.cause(),
-                                             unit=stats.UNITS[samples.basis])
-    return stats.Ratio(value, low, high, why)
+    s = samples.summary()  # compare and history take the same summary of the same samples
+    return stats.Ratio(s.mean, s.ci_low, s.ci_high, s.too_noisy)
 
 
 def paired_value(runs_n: Runs, runs_1: Runs, multiple: int) -> float | None:

@@ -237,10 +237,17 @@ class Samples:
         return self.process_values if (basis or self.basis) == PROCESSES else self.trials
 
     def summary(self, basis: str | None = None) -> Summary:
-        """Mean, spread and the positive interval (summarize_positive) of the basis's values."""
+        """The one estimate, the mean of the per-process values (what the report shows: for a
+        paired efficiency of one launch the ratio of the two means, not the mean of the trials'
+        ratios, which one slow trial inflates), with the spread of the basis's values and
+        their positive interval (positive_interval) about it."""
         basis = basis or self.basis
-        return summarize_positive(self.values(basis), cause=self.cause(basis),
-                                  unit=UNITS[basis])
+        values = self.values(basis)
+        estimate = statistics.fmean(self.process_values)
+        low, high, why = positive_interval(estimate, values, cause=self.cause(basis),
+                                           unit=UNITS[basis])
+        return replace(summarize(values), mean=estimate, ci_low=low, ci_high=high,
+                       too_noisy=why)
 
     def cause(self, basis: str | None = None) -> str:
         """What spreads the values, in words: outlier_text of the values, or of each paired run
