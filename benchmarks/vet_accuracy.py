@@ -20,8 +20,8 @@ batch 2, 2 steps per window, 5 repeats); --vet-args replaces them.
 
     python benchmarks/vet_accuracy.py --smoke   # about a minute: 3 nodes (the fewest that get
         # verdicts), 1 vetting with no fault and 1 with sb1 slowed by 50%, no sweep, probes
-        # of ResNet-101 at 32 px, batch 2, 1 step per window, 2 repeats (SMOKE_PROBES); the
-        # other flags still override it (but the sweep stays off)
+        # of ResNet-101 at 32 px, batch 2, 1 step per window, 2 repeats, 0.5 s of sustained
+        # GEMMs (SMOKE_PROBES); the other flags still override it (but the sweep stays off)
 
 Everything it writes (the cluster, every vetting's files) is in a temporary folder, removed at
 the end.
@@ -46,9 +46,10 @@ TEST_PROBES = ("--model inception_v3 --image-size 75 --batch-size 2 --warmup 1 -
                "--repeats 5 --matmul-size 384 --matmul-iters 10 --allreduce-size 2M "
                "--allreduce-iters 5 --timeout 300")
 # --smoke: the fewest vettings, each with the smallest probes
+# (--sustained 0.5: the CPU default is 3 s of back-to-back GEMMs in every node probe)
 SMOKE_PROBES = ("--model resnet101 --image-size 32 --batch-size 2 --warmup 1 --iters 1 "
                 "--repeats 2 --matmul-size 128 --matmul-iters 2 --allreduce-size 64K "
-                "--allreduce-iters 2 --timeout 300")
+                "--allreduce-iters 2 --sustained 0.5 --timeout 300")
 SMOKE = {"nodes": 3, "k": 1, "fractions": "0.5", "vet_args": SMOKE_PROBES, "no_sweep": True}
 
 
