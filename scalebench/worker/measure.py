@@ -94,17 +94,19 @@ def timed_windows(step: Step | Callable[[], Any], trials: int, iters: int, comm:
     (hardware/energy.py) reads its energy counters at each window's edges: after the barrier,
     just before the clock starts, and just after it stops, never inside the window. A watcher
     (hardware/disturbance.py) reads what else the node and the GPU did, outside the meter's
-    readings (it takes longer: a scan of /proc)."""
+    readings: its first reading before the barrier, since it takes milliseconds (a scan of
+    /proc on local rank 0) that the other ranks, their clocks started, would otherwise wait
+    for at their first allreduce, inside their windows."""
     out = Windows()
     wait = getattr(step, "input_wait", lambda: 0.0)
     for _ in range(trials):
         synchronize(device)
+        if watcher is not None:
+            watcher.start()
         comm.barrier()
         if out.first_unix is None:
             out.first_unix = time.time()
         waited = wait()
-        if watcher is not None:
-            watcher.start()
         if meter is not None:
             meter.start()
         start = clock()
