@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
-from conftest import fake_record
-
 from scalebench import cli
 from scalebench.k8s import results as k8s_results
 from scalebench.records import results
+from tests.conftest import fake_record
 
 
 def sweep_folder(tmp_path, records):

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import fake_record
-from k8s_loopback import INTERRUPT, LoopbackOperators
 
 from scalebench import cli
 from scalebench.k8s import results as k8s_results
 from scalebench.records import results
+from tests.conftest import fake_record
+from tests.k8s_loopback import INTERRUPT, LoopbackOperators
 
 SWEEP = ["sweep", "--launcher", "k8s", "--models", "inception_v3", "--image-size", "75",
          "--precision", "fp32",

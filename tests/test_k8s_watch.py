@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from k8s_loopback import LoopbackOperators
 
 from scalebench.k8s import api, validate, watch
+from tests.k8s_loopback import LoopbackOperators
 
 
 def manifest(kind: str) -> dict:
