@@ -82,22 +82,36 @@ def parse_pid_stat(data: bytes) -> Proc:
                 int(fields[11]) + int(fields[12]), int(fields[19]))
 
 
+def process(pid: int | str, proc: Path = PROC) -> Proc | None:
+    """One process now (None when it is gone or unreadable)."""
+    try:
+        fd = os.open(f"{proc}/{pid}/stat", os.O_RDONLY)
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        return parse_pid_stat(data)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def processes(proc: Path = PROC) -> dict[int, Proc]:
     """Every process readable now (a process that ends while being read is left out)."""
-    out = {}
-    for name in os.listdir(proc):
-        if not name.isdigit():
-            continue
-        try:
-            fd = os.open(f"{proc}/{name}/stat", os.O_RDONLY)
-            try:
-                data = os.read(fd, 4096)
-            finally:
-                os.close(fd)
-            p = parse_pid_stat(data)
-        except (OSError, ValueError, IndexError):
-            continue
-        out[p.pid] = p
+    found = (process(name, proc) for name in os.listdir(proc) if name.isdigit())
+    return {p.pid: p for p in found if p is not None}
+
+
+def lineage(pids: list[int], proc: Path = PROC) -> dict[int, Proc]:
+    """These processes and their ancestors, read one by one: what OwnProcesses.of needs to
+    classify them, without a scan of all of /proc."""
+    out: dict[int, Proc] = {}
+    for pid in pids:
+        while pid > 1 and pid not in out:
+            p = process(pid, proc)
+            if p is None:
+                break
+            out[pid] = p
+            pid = p.ppid
     return out
 
 

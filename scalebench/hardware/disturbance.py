@@ -134,25 +134,12 @@ def open_gpu(torch_index: int) -> tuple[gpu_state.GpuState | None, str | None]:
     own = cpu_load.own_processes()
 
     def own_pids(pids: list[int]) -> set[int]:
-        procs = cpu_load.processes()
-        mine = own.of({p: procs[p] for p in pids if p in procs} | _ancestors(pids, procs))
+        # every rank asks at every window's end (its own process is always on its GPU): the
+        # pids' lineage, not a scan of /proc
+        mine = own.of(cpu_load.lineage(pids))
         return {p for p in pids if p in mine}
 
     return gpu_state.open_state(nvml, handle, own_pids), None
-
-
-def _ancestors(pids: list[int], procs: dict[int, cpu_load.Proc]) -> dict[int, cpu_load.Proc]:
-    """The ancestry of each pid (so that a descendant of the sweep is known as one)."""
-    out: dict[int, cpu_load.Proc] = {}
-    for pid in pids:
-        p = procs.get(pid)
-        while p is not None and p.ppid > 1 and p.ppid not in out:
-            parent = procs.get(p.ppid)
-            if parent is None:
-                break
-            out[p.ppid] = parent
-            p = parent
-    return out
 
 
 def open_watcher(device_type: str, torch_index: int, local_rank: int) -> Watcher:
