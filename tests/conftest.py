@@ -77,11 +77,12 @@ def sweep_here(cmd: list[str]) -> int:
 
 
 def _cpu_times() -> tuple[int, int]:
-    """(busy, total) jiffies over all cores since boot, from /proc/stat."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle, iowait
-    total = sum(fields[:8])  # guest time is counted in user already
-    return total - idle, total
+    """(busy, total) jiffies over all cores since boot, from /proc/stat (steal counted busy:
+    the cores were not free for the test)."""
+    from scalebench.hardware import cpu_load
+
+    times = cpu_load.node_times()
+    return times.busy + times.steal, times.total
 
 
 def wait_until_quiet(busy_below: float = 0.15, window: float = 1.0, limit: float = 60.0) -> float:

@@ -226,7 +226,6 @@ class _Runner:
         for job in left:  # the group died before these: each alone, as an isolated launch
             self.run_alone(dataclasses.replace(job, group=None))
 
-
     def rerun_disturbed(self, jobs: Sequence[Job], records: list[dict]) -> None:
         """--strict: each disturbed ok run of these jobs once more, alone (a re-run is never
         re-run); both records stay in the results file."""
