@@ -104,11 +104,11 @@ def noisy_text(too_noisy: str) -> str:
     return f"{TOO_NOISY} ({too_noisy})"
 
 
-def _log_bounds(estimate: float, half: float) -> tuple[float | None, float | None, str]:
+def _log_bounds(estimate: float, half: float) -> tuple[float | None, float | None]:
     """estimate x exp(-+half), or no bounds when they lie more than MAX_SPAN apart."""
     if 2 * half > math.log(MAX_SPAN):
-        return None, None, ""
-    return estimate * math.exp(-half), estimate * math.exp(half), ""
+        return None, None
+    return estimate * math.exp(-half), estimate * math.exp(half)
 
 
 def positive_interval(estimate: float, values: Sequence[float], confidence: float = CONFIDENCE,
@@ -137,7 +137,7 @@ def positive_interval(estimate: float, values: Sequence[float], confidence: floa
         return None, None, what
     logs = [math.log(v) for v in values]
     half = t_quantile(n - 1, confidence) * statistics.stdev(logs) / math.sqrt(n)
-    low, high, _ = _log_bounds(estimate, half)
+    low, high = _log_bounds(estimate, half)
     if low is None:
         return None, None, cause or outlier_text(values, unit) or \
             f"{n} {unit} from {min(values):.3g} to {max(values):.3g}"
@@ -180,7 +180,7 @@ def efficiency(throughput_n: Summary, workers: int, throughput_1: Summary) -> Ra
     if throughput_n.n < 2 or throughput_1.n < 2:
         return Ratio(value, None, None)
     rel_se = math.hypot(throughput_n.sem / throughput_n.mean, throughput_1.sem / throughput_1.mean)
-    low, high, _ = _log_bounds(value, t_quantile(min(throughput_n.n, throughput_1.n) - 1) * rel_se)
+    low, high = _log_bounds(value, t_quantile(min(throughput_n.n, throughput_1.n) - 1) * rel_se)
     if low is None:
         return Ratio(value, None, None, f"relative std {throughput_n.rel_std:.0%} (N workers) "
                                         f"and {throughput_1.rel_std:.0%} (one worker)")
