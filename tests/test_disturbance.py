@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from scalebench.analysis import compare, disturbance
+from scalebench.analysis import aggregate, compare, disturbance
 from scalebench.hardware import cpu_load, gpu_state, stability
 from scalebench.hardware import disturbance as watch
 from scalebench.records import results
@@ -257,8 +257,9 @@ def test_report_flag_and_summary_columns():
     assert kinds[1][0][1].startswith("disturbed: 38% of the node's CPU time")
     assert kinds[2][0][1].startswith("baseline disturbed: 38%")
     assert by_workers[2]["disturbed"] is False
-    csv = disturbance.csv_rows(rows, [{"model": r["model"]} for r in rows])
+    csv = aggregate.csv_rows(rows)
     assert set(disturbance.COLUMNS) <= set(csv[0])
+    assert csv[1]["baseline_disturbance"].startswith("38% of the node's CPU time")
 
 
 def test_compare_names_the_disturbed_side_and_what_only_it_shows():

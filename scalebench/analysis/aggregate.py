@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scalebench import frameworks
-from scalebench.analysis import mfu, stats
+from scalebench.analysis import disturbance, mfu, stats
 from scalebench.hardware import energy
 from scalebench.spec import identity
 
@@ -44,7 +44,7 @@ SUMMARY_COLUMNS = [
     "flops_per_image", "achieved_flops_per_worker", "peak_flops", "peak_flops_per_worker",
     "mfu", "mfu_ci95_low", "mfu_ci95_high", "datasheet_peak_flops", "mfu_datasheet",
     "joules_per_image", "images_per_joule", "mean_watts_per_worker", "energy_measured",
-    "warnings",
+    "warnings", *disturbance.COLUMNS,
 ]
 TRIALS_FIELD = "trial_images_per_sec"
 WRAPPED_FIELD = "trial_wrapped_images_per_sec"  # DDP one-worker runs: the DDP-wrapped step
@@ -316,6 +316,9 @@ def summary_rows(records: Sequence[dict]) -> list[dict]:
             base = untuned
             row["baseline_note"] = ("the default's one-worker run (one worker runs the plain "
                                     "step: the tuned knobs change only communication)")
+        # what disturbed this row's launches, and the one-worker run its efficiency holds
+        row.update(disturbance.row_fields(r.ok), baseline_disturbance=(
+            disturbance.launches_text(runs[base].ok) if base != key and base in runs else ""))
         if base == key:  # a run against itself is exactly 1, with no uncertainty
             row.update(efficiency=1.0, baseline_images_per_sec=s.mean)
         elif base in runs:

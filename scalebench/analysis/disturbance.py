@@ -229,23 +229,6 @@ def row_fields(records: Sequence[dict]) -> dict[str, Any]:
     return {"disturbed": bool(text), "disturbance": text}
 
 
-def annotate(rows: Sequence[dict], baseline_of: dict[int, dict | None]) -> None:
-    """Adds COLUMNS to each summary row: its own launches' disturbance and, for a row whose
-    efficiency is taken against another row (baseline_of: id(row) -> that row), the baseline's
-    disturbance in words."""
-    for row in rows:
-        row.update(row_fields(row.get("records") or ()))
-    for row in rows:
-        base = baseline_of.get(id(row))
-        row["baseline_disturbance"] = "" if base is None or base is row else \
-            launches_text(base.get("records") or ())
-
-
-def csv_rows(rows: Sequence[dict], base: Sequence[dict]) -> list[dict]:
-    """summary.csv's rows: the aggregate columns (base) and COLUMNS of the same rows."""
-    return [{**b, **{c: row.get(c) for c in COLUMNS}} for b, row in zip(base, rows, strict=True)]
-
-
 def clean(records: Sequence[dict]) -> tuple[dict, ...]:
     """The launches no disturbance touched (records without readings count as undisturbed)."""
     return tuple(r for r in records if not is_disturbed(r))

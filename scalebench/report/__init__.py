@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalebench.analysis import aggregate, breakdown, disturbance, scaling_model
+from scalebench.analysis import aggregate, breakdown, scaling_model
 from scalebench.records.results import Problem
 from scalebench.report import figures, html, markdown
 from scalebench.report.model import ReportModel, build
@@ -28,8 +28,7 @@ def write_all(records: list[dict], problems: list[Problem], out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     model = build(records, problems, link)
     csv_path = out_dir / "summary.csv"
-    pd.DataFrame(disturbance.csv_rows(model.rows, aggregate.csv_rows(model.rows)),
-                 columns=[*aggregate.SUMMARY_COLUMNS, *disturbance.COLUMNS]).to_csv(
+    pd.DataFrame(aggregate.csv_rows(model.rows), columns=aggregate.SUMMARY_COLUMNS).to_csv(
         csv_path, index=False)
     breakdown_path = out_dir / "breakdown.csv"
     pd.DataFrame(breakdown.csv_rows(model.losses.rows), columns=breakdown.BREAKDOWN_COLUMNS

@@ -198,7 +198,7 @@ def flags(row: dict) -> list[tuple[str, str, str]]:
 
 def disturbed_flags(row: dict) -> list[tuple[str, str, str]]:
     """The cause beside the flags: what disturbed this row's windows, and its efficiency's
-    one-worker run's (analysis/disturbance.annotate)."""
+    one-worker run's (aggregate.summary_rows: disturbance, baseline_disturbance)."""
     out = []
     if row.get("disturbed"):
         out.append(("disturbed", f"disturbed: {row['disturbance']}",
@@ -389,7 +389,6 @@ def build(records: list[dict], problems: Sequence[Problem | str], link: scaling_
           alpha: float = 0.05, title: str = TITLE) -> ReportModel:
     """Everything the reports show; aggregate.summary_rows is called exactly once."""
     rows = aggregate.summary_rows(records)
-    disturbance.annotate(rows, _baselines(rows))
     groups = _groups(rows)
     choose = _chooser(records, link)
     modelled = _modelled(rows, choose)
@@ -417,13 +416,6 @@ def build(records: list[dict], problems: Sequence[Problem | str], link: scaling_
                              link_measured=link is None),
         best=best_model.build(rows, alpha),
     )
-
-
-def _baselines(rows: Sequence[dict]) -> dict[int, dict | None]:
-    """id(row) -> the row its efficiency is taken against (identity.baseline_key), if shown."""
-    by_key = {identity.config_key(r["records"][-1]): r for r in rows if r.get("records")}
-    return {id(r): by_key.get(identity.baseline_key(r["records"][-1])) for r in rows
-            if r.get("records")}
 
 
 def _line_order(row: dict) -> tuple:
