@@ -403,6 +403,16 @@ def disturbed_line(records: list[dict]) -> str:
                                 for r in hit) if hit else "") + ".")
 
 
+# How gpu-check.sh's Horovod line starts when horovod.torch imports: built now, installed
+# from the wheel cache, or installed by the --install-only command before this one
+HOROVOD_READY = ("built", "installed", "already installed")
+
+
+def horovod_ready(status: str) -> bool:
+    """Whether the Horovod line says Horovod can be measured (its steps are planned)."""
+    return status.startswith(HOROVOD_READY)
+
+
 def exit_status(steps: list[StepResult], horovod: str) -> int:
     """0 all planned steps ok; 1 a step failed; 3 a planned Horovod build did not give a usable
     Horovod; 4 a step skipped for want of time."""
@@ -490,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     check = Check(a.out, a.work, a.device, a.deadline, a.out / "check.log")
     horovod = a.horovod_status.read_text().strip() if a.horovod_status and \
         a.horovod_status.is_file() else "not attempted"
-    hvd = ("horovod",) if horovod.startswith("built") or horovod.startswith("installed") else ()
+    hvd = ("horovod",) if horovod_ready(horovod) else ()
     on = "on" if a.device == "cuda" else "default"  # a CPU has no TF32: the same steps
     fp32 = "fp32 (TF32 on)" if a.device == "cuda" else "fp32"
     plan = [("env", None),

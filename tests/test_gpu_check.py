@@ -289,6 +289,20 @@ def test_exit_status_tells_all_ran_from_horovod_missing_from_skipped():
     assert gc.exit_status([ok, failed, skipped], "skipped: the build failed (exit 1)") == 1
 
 
+def test_horovod_is_measured_however_gpu_check_sh_got_it_installed():
+    """Every line gpu-check.sh writes for an importable Horovod plans Horovod's steps; the
+    two-command visit's "already installed (by --install-only)" once planned none (the
+    rehearsal's steps table had no Horovod row, and nothing said why)."""
+    gc = load_check_script()
+    for line in ("built in 300 s: NCCL True, Gloo True, CUDA True",
+                 "installed from the cache in 4 s: NCCL True, Gloo True, CUDA True",
+                 "already installed (by --install-only) in 6 s: NCCL True, Gloo True, CUDA True"):
+        assert gc.horovod_ready(line), line
+    for line in ("not built: --horovod-box 0", "not attempted",
+                 "skipped: the build failed (exit 1): see build.log (log: build.log)"):
+        assert not gc.horovod_ready(line), line
+
+
 def imported_by_the_cli(modules: tuple[str, ...]) -> list[str]:
     """Which of `modules` building the CLI's parser (every command registered) imports."""
     code = ("import sys, scalebench.cli; scalebench.cli.build_parser(); "
