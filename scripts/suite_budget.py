@@ -5,7 +5,9 @@
 REPORT_DIR holds the JUnit XML files scripts/test.sh writes (parallel.xml, serial.xml; default
 .test-report). A file's time is the sum of its tests' durations (set-up, call and tear-down, as
 pytest reports them), so in the parallel part it is CPU-shared time, not wall time: the budgets
-say so. Exit 0 when every file is within its budget, 1 when one is over (the table says which),
+say so. Beside it, the file's CPU seconds (the cpu_seconds property tests/conftest.py records:
+the test process and the children it reaped), which hardly move with what shares the cores.
+Exit 0 when every file is within its budget, 1 when one is over (the table says which),
 2 when the report or the budgets cannot be read.
 """
 
@@ -30,8 +32,9 @@ def file_of(testcase: ET.Element) -> str:
     return f"tests/{names[0]}.py" if names else ".".join(parts) or "?"
 
 
-def durations(report: Path) -> dict[str, dict[str, float]]:
-    """part -> file -> seconds, from the report folder's JUnit files."""
+def durations(report: Path, what: str = "time") -> dict[str, dict[str, float]]:
+    """part -> file -> seconds, from the report folder's JUnit files: the tests' durations
+    (what="time") or their recorded CPU seconds (what="cpu")."""
     out: dict[str, dict[str, float]] = {}
     for part in PARTS:
         path = report / f"{part}.xml"
@@ -43,7 +46,12 @@ def durations(report: Path) -> dict[str, dict[str, float]]:
             raise SystemExit(f"suite_budget: {path}: not JUnit XML ({exc})") from None
         files: dict[str, float] = defaultdict(float)
         for case in root.iter("testcase"):
-            files[file_of(case)] += float(case.get("time") or 0.0)
+            if what == "time":
+                files[file_of(case)] += float(case.get("time") or 0.0)
+                continue
+            for prop in case.iter("property"):
+                if prop.get("name") == "cpu_seconds":
+                    files[file_of(case)] += float(prop.get("value") or 0.0)
         out[part] = dict(files)
     if not out:
         raise SystemExit(f"suite_budget: no parallel.xml or serial.xml in {report}; run "
@@ -59,8 +67,9 @@ def load_budgets(path: Path) -> dict[str, dict[str, float]]:
     return {part: {f: float(s) for f, s in (data.get(part) or {}).items()} for part in PARTS}
 
 
-def table(measured: dict[str, dict[str, float]], budgets: dict[str, dict[str, float]]
-          ) -> tuple[list[str], int]:
+def table(measured: dict[str, dict[str, float]], budgets: dict[str, dict[str, float]],
+          cpu: dict[str, dict[str, float]] | None = None) -> tuple[list[str], int]:
+    cpu = cpu or {}
     rows = []
     for part in PARTS:
         for name in set(measured.get(part, {})) | set(budgets.get(part, {})):
@@ -70,25 +79,30 @@ def table(measured: dict[str, dict[str, float]], budgets: dict[str, dict[str, fl
     # worst first: the most over budget (a file without a budget counts as over by all its
     # time); files with a budget that did not run, last
     rows.sort(key=lambda r: (r[2] is None, -((r[2] or 0.0) - (r[3] if r[3] is not None else 0.0))))
-    lines = [f"{'part':<9} {'file':<44} {'seconds':>8} {'budget':>7} {'left':>7}"]
+    lines = [f"{'part':<9} {'file':<44} {'seconds':>8} {'budget':>7} {'left':>9} {'cpu s':>7}"]
     over = 0
     for part, name, seconds, budget in rows:
+        used = cpu.get(part, {}).get(name)
+        used_text = f"{used:>7.1f}" if used is not None else f"{'-':>7}"
         if seconds is None:
-            lines.append(f"{part:<9} {name:<44} {'-':>8} {budget:>7.0f} {'(not run)':>7}")
+            lines.append(f"{part:<9} {name:<44} {'-':>8} {budget:>7.0f} {'(not run)':>9}")
             continue
         if budget is None:
             over += 1
-            lines.append(f"{part:<9} {name:<44} {seconds:>8.1f} {'none':>7} {'NO BUDGET':>7}")
+            lines.append(f"{part:<9} {name:<44} {seconds:>8.1f} {'none':>7} {'NO BUDGET':>9} "
+                         f"{used_text}")
             continue
         left = budget - seconds
         over += left < 0
-        lines.append(f"{part:<9} {name:<44} {seconds:>8.1f} {budget:>7.0f} {left:>7.1f}"
-                     + ("  OVER" if left < 0 else ""))
+        lines.append(f"{part:<9} {name:<44} {seconds:>8.1f} {budget:>7.0f} {left:>9.1f} "
+                     f"{used_text}" + ("  OVER" if left < 0 else ""))
     for part in PARTS:
         if part in measured:
             spent = sum(measured[part].values())
             budget = sum(budgets[part].values())
-            lines.append(f"{part} part: {spent:.0f} s of test time, budgets {budget:.0f} s")
+            used = sum(cpu.get(part, {}).values())
+            lines.append(f"{part} part: {spent:.0f} s of test time, budgets {budget:.0f} s; "
+                         f"{used:.0f} CPU seconds recorded")
     return lines, over
 
 
@@ -98,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budgets", type=Path, default=REPO / "tests" / "budgets.toml")
     a = p.parse_args(argv)
     try:
-        lines, over = table(durations(a.report), load_budgets(a.budgets))
+        lines, over = table(durations(a.report), load_budgets(a.budgets),
+                            durations(a.report, "cpu"))
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2

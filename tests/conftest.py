@@ -41,6 +41,29 @@ def pytest_configure(config):
         config._scalebench_cache = folder
 
 
+def _cpu_now() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    item._scalebench_cpu0 = _cpu_now()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each test's CPU seconds (set-up to tear-down: this process and every child it reaped,
+    with theirs) as the JUnit property cpu_seconds, which scripts/suite_budget.py sums per file.
+    Unlike a duration, it hardly moves with what else shares the cores. Daemons a test does not
+    reap (Slurm's, a Ray cluster another process started) are not in it."""
+    if call.when == "teardown" and hasattr(item, "_scalebench_cpu0"):
+        item.user_properties.append(
+            ("cpu_seconds", f"{_cpu_now() - item._scalebench_cpu0:.2f}"))
+    yield
+
+
 def pytest_unconfigure(config):
     folder = getattr(config, "_scalebench_cache", None)
     if folder:

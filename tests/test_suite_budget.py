@@ -19,8 +19,13 @@ def load():
     return module
 
 
-def junit(cases: list[tuple[str, str, float]]) -> str:
-    body = "".join(f'<testcase classname="{c}" name="{n}" time="{t}"/>' for c, n, t in cases)
+def junit(cases: list[tuple]) -> str:
+    """Test cases (classname, name, time[, cpu_seconds]) as pytest's JUnit XML writes them."""
+    def case(c, n, t, cpu=None):
+        props = ("" if cpu is None else
+                 f'<properties><property name="cpu_seconds" value="{cpu}"/></properties>')
+        return f'<testcase classname="{c}" name="{n}" time="{t}">{props}</testcase>'
+    body = "".join(case(*c) for c in cases)
     return f'<?xml version="1.0"?><testsuites><testsuite name="pytest">{body}</testsuite></testsuites>'
 
 
@@ -29,7 +34,7 @@ def test_files_are_summed_and_listed_worst_first_with_the_exit_status(tmp_path, 
     report = tmp_path / "report"
     report.mkdir()
     (report / "parallel.xml").write_text(junit([
-        ("tests.test_a", "test_one", 10.0), ("tests.test_a", "test_two", 15.5),
+        ("tests.test_a", "test_one", 10.0, 6.5), ("tests.test_a", "test_two", 15.5, 2.25),
         ("tests.test_b.TestThing", "test_x", 3.0), ("tests.test_new", "test_y", 4.0)]))
     (report / "serial.xml").write_text(junit([("tests.test_c", "test_z", 50.0)]))
     budgets = tmp_path / "budgets.toml"
@@ -41,8 +46,8 @@ def test_files_are_summed_and_listed_worst_first_with_the_exit_status(tmp_path, 
     # over budget first (test_a by 5.5 s), then the file without a budget, then the rest
     assert [row[1] for row in table] == ["tests/test_a.py", "tests/test_new.py", "tests/test_b.py",
                                          "tests/test_c.py", "tests/test_gone.py"]
-    assert table[0][2:] == ["25.5", "20", "-5.5", "OVER"]
-    assert table[1][3:] == ["none", "NO", "BUDGET"]
+    assert table[0][2:] == ["25.5", "20", "-5.5", "8.8", "OVER"]  # its CPU seconds summed
+    assert table[1][3:] == ["none", "NO", "BUDGET", "-"]  # no CPU seconds recorded
     assert "(not" in table[-1]
     assert "suite_budget: 2 file(s) over budget or without one" in lines[-1]
 
