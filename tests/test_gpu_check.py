@@ -91,10 +91,15 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
 @pytest.mark.slow
 @pytest.mark.serial  # its budget is wall time: other tests on the same cores would eat it
 def test_gpu_check_on_the_cpu_runs_every_step_and_writes_the_files(bundle, tmp_path):
+    # 65 s: the install (~6 s), the 15 s kept for the report, the environment step (2 s) and
+    # the DDP step's 28 s estimate fit with 14 s to spare; the later steps run or are skipped
+    # with the reason as the time left allows (at 90 s all but the vetting probes ran: 57 s of
+    # steps, Intel Xeon, 2 cores)
+    budget = 65
     out = tmp_path / "out"
     start = time.monotonic()
     done = subprocess.run(["bash", "scripts/gpu-check.sh", str(bundle), str(out), "--device",
-                           "cpu", "--budget", "90", "--horovod-box", "0"], cwd=REPO,
+                           "cpu", "--budget", str(budget), "--horovod-box", "0"], cwd=REPO,
                           capture_output=True, text=True, timeout=400,
                           env={**check_env(tmp_path), "SCALEBENCH_PEAK_SECONDS": "0.1"})
     seconds = time.monotonic() - start
@@ -117,7 +122,7 @@ def test_gpu_check_on_the_cpu_runs_every_step_and_writes_the_files(bundle, tmp_p
         assert "Energy not measured: gpu: a CPU run: no GPU; cpu: no /sys/class/powercap" in text
     assert "NUMA: " in text and "NICs: " in text
     # the budget held: every step either ran or was skipped with the reason
-    assert seconds < 90 + 30, seconds  # the budget, the report past its deadline
+    assert seconds < budget + 30, seconds  # the budget, the report past its deadline
     for line in text.splitlines():
         if line.startswith("| ") and "| skipped |" in line:
             assert "s left" in line or "not" in line

@@ -39,7 +39,7 @@ def test_rank_killed_in_the_middle_of_a_group(tmp_path):
     out = tmp_path / "group"
     sweep = subprocess.Popen(
         sweep_cmd(out, "--frameworks", "ddp", "--models", "inception_v3,resnet101,vgg16",
-                  "--workers", "2", "--image-size", "75", "--iters", "8", "--trials", "2",
+                  "--workers", "2", "--image-size", "75", "--iters", "3", "--trials", "2",
                   "--no-breakdown", "--timeout", "600"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
     deadline = time.time() + 300
@@ -49,7 +49,7 @@ def test_rank_killed_in_the_middle_of_a_group(tmp_path):
             if (out / "runs").is_dir() else None
         time.sleep(0.2)
     assert first_done is not None, "the group's first configuration never finished"
-    # inside the second configuration: its build, one warm-up step and 8 x 2 timed steps of
+    # inside the second configuration: its build, one warm-up step and 3 x 2 timed steps of
     # ResNet-101 take several seconds here (VGG-16, launched again alone, stays cheap)
     time.sleep(1)
     victim = rank_worker(first_done.parent, 1)

@@ -72,7 +72,7 @@ def check_files(out: Path, framework: str, knob: str, asked: float) -> dict:
 def test_ddp_tune_reads_back_the_buckets_and_a_sweep_runs_the_winner_beside_the_default(
         tmp_path, capsys):
     out = tmp_path / "tune"
-    done = tune_here(capsys, out, "--frameworks", "ddp", "--knobs", "bucket_cap_mb=1", "--budget", "45s")
+    done = tune_here(capsys, out, "--frameworks", "ddp", "--knobs", "bucket_cap_mb=1", "--budget", "30s")
     assert done.returncode == 0, done.stderr[-3000:]
     cell = check_files(out, "ddp", "bucket_cap_mb", 1.0)
     # DDP's own logging data says which bucket cap each candidate ran with, on every rank
@@ -86,7 +86,7 @@ def test_ddp_tune_reads_back_the_buckets_and_a_sweep_runs_the_winner_beside_the_
     records = read_records(out / "results.jsonl")
     assert {r["iters"] for r in records if r["status"] == "ok"} == {9}
     # a pick other than the default is confirmed over the planned launches, or (where the race
-    # left too little of the 45 s for that, as on a slow machine) kept out with the reason why
+    # left too little of the 30 s for that, as on a slow machine) kept out with the reason why
     confirms = sum(x["phase"] == "confirm" for x in cell["launches"])
     if cell["confirmation"] and cell["best_in_race"] != cell["default"]:
         plan = cell["confirmation"]["plan"]
