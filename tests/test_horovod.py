@@ -69,13 +69,14 @@ def test_hostfile_and_planned_nodes(tmp_path):
 
 
 def sweep(out: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "scalebench", "sweep", "--out", str(out), "--quiet", *flags(TINY)]
+    # no breakdown windows: these tests do not read them (a third of a 2-worker run's steps)
+    cmd = [sys.executable, "-m", "scalebench", "sweep", "--out", str(out), "--quiet",
+           "--no-breakdown", *flags(TINY)]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=1200,
                           env=env or cli_env())
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 @needs_horovod
 def test_all_models_one_and_two_workers_with_identical_replicas(horovod_sweep):
     # grouped (the default): each model rebuilt and broadcast again inside one horovodrun
@@ -92,7 +93,9 @@ def test_all_models_one_and_two_workers_with_identical_replicas(horovod_sweep):
         sums = r["param_checksums"]
         assert len(sums) == r["world_size"] and max(sums) - min(sums) <= 1e-6 * abs(sums[0])
         assert r["warnings"] == []
-    check_real_breakdown(records)
+    # beside other tests: the breakdown's structure; its timing claims on a quiet machine are
+    # benchmarks/breakdown_accuracy.py's
+    check_real_breakdown(records, timing=False)
 
 
 @pytest.mark.slow

@@ -34,8 +34,10 @@ ray = pytest.importorskip("ray")
 
 
 def sweep_values(out: Path, **overrides) -> dict:
+    """A tiny Ray sweep's values, without the breakdown's no-sync windows unless asked
+    (breakdown=True): the fault tests do not read them."""
     values = {"frameworks": "ray", "models": "resnet101", "workers": "1", "device": "cpu",
-              "out": str(out), "launch": "isolated", **TINY}
+              "out": str(out), "launch": "isolated", **TINY, "breakdown": False}
     ray_options = overrides.pop("ray", {})
     values.update(overrides)
     values["ray"] = ray_options
@@ -213,11 +215,10 @@ def test_timeout_kills_the_driver_and_ray_stops_its_workers(tmp_path, two_nodes)
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 def test_all_models_one_and_two_workers(tmp_path, two_nodes):
     # grouped: one TorchTrainer fit per worker count measures the three models
     records = sweep(tmp_path / "out", models="resnet101,inception_v3,vgg16", workers="1,2",
-                    ray={"address": two_nodes}, launch="grouped")
+                    ray={"address": two_nodes}, launch="grouped", breakdown=True)
     assert [(r["model"], r["world_size"], r["status"]) for r in records] == [
         (m, w, "ok") for w in (1, 2) for m in ("resnet101", "inception_v3", "vgg16")], \
         [r.get("error") for r in records]
@@ -235,7 +236,9 @@ def test_all_models_one_and_two_workers(tmp_path, two_nodes):
         assert 0 < r["startup_seconds"] < 600
         assert r["options"] == {"address": two_nodes, "placement": "PACK",
                                 "bucket_cap_mb": None, "gradient_as_bucket_view": False}
-    check_real_breakdown(records)
+    # beside other tests: the breakdown's structure; its timing claims on a quiet machine are
+    # benchmarks/breakdown_accuracy.py's
+    check_real_breakdown(records, timing=False)
 
 
 @pytest.mark.slow
