@@ -254,8 +254,9 @@ def ddp_sweep(tmp_path_factory) -> Sweep:
 @pytest.fixture(scope="session")
 def horovod_sweep(tmp_path_factory) -> Sweep:
     """One real Horovod sweep, the all-models test's (its breakdown's structure checked too).
-    It runs beside other tests: one thread per worker (TINY's reason)."""
-    return _shared_sweep(tmp_path_factory, "horovod", "--threads-per-worker", "1")
+    It runs beside other tests: one thread per worker (TINY's reason), two trials (two no-sync
+    windows: the structure is the same at two)."""
+    return _shared_sweep(tmp_path_factory, "horovod", "--threads-per-worker", "1", "--trials", "2")
 
 
 def variant(records: list[dict], factor: float = 1.0, env: dict | None = None,
