@@ -41,6 +41,24 @@ def pytest_configure(config):
         config._scalebench_cache = folder
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """The longest files first (by their parallel budget, tests/budgets.toml), each file's tests
+    in their own order: xdist hands out whole files (--dist loadfile) in this order, and a long
+    file handed out last ran on alone while the other workers had nothing left."""
+    import tomllib
+
+    try:
+        budgets = tomllib.loads((REPO / "tests" / "budgets.toml").read_text())["parallel"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return
+    weight = {}
+    for item in items:
+        name = f"tests/{Path(str(item.fspath)).name}"
+        weight.setdefault(name, -float(budgets.get(name, 0.0)))
+    order = {name: rank for rank, name in enumerate(sorted(weight, key=weight.get))}
+    items.sort(key=lambda item: order[f"tests/{Path(str(item.fspath)).name}"])
+
+
 def _cpu_now() -> float:
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
