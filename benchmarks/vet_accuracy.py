@@ -4,7 +4,8 @@ Starts a private Slurm cluster of NODES slurmd nodes on this machine (scripts/sl
 needs Slurm, munge and root), then inside one allocation of all its nodes runs the real
 `scalebench vet` (a fresh process each time, as a user would):
 
-- K times with no fault: the false-alarm rate (vettings that cordoned any node);
+- K times with no fault: the false-alarm rate (vettings that cordoned any node: a healthy
+  cluster must get none);
 - K times per slowdown FRACTION with --inject-node-slowdown on one node (a different node each
   time): the detection rate (that node alone cordoned, as a slow compute node), and the
   smallest slowdown detected in every one of the K vettings;
@@ -12,11 +13,18 @@ needs Slurm, munge and root), then inside one allocation of all its nodes runs t
   `scalebench sweep --launcher slurm`; goal: vetting under 10% of the sweep), unless
   --no-sweep.
 
-    python benchmarks/vet_accuracy.py [--nodes 4] [--k 5] [--fractions 0.1,0.2,0.3,0.5]
-        [--workload workloads/default.toml] [--no-sweep] [--vet-args "--repeats 5 ..."]
+    python benchmarks/vet_accuracy.py [--nodes 4] [--leaves 0] [--k 5]
+        [--fractions 0.1,0.2,0.3,0.5] [--threshold PERCENT] [--workload workloads/default.toml]
+        [--no-sweep] [--vet-args "--repeats 5 ..."]
 
 The default probe sizes are those of the tests (tests/test_vet.py: Inception V3 at 75 px,
-batch 2, 2 steps per window, 5 repeats); --vet-args replaces them.
+batch 2, 2 steps per window, 5 repeats, half a second of sustained GEMM); --vet-args replaces
+them. --leaves L gives the cluster a tree topology of L leaf switches (the nodes split evenly
+in order), which the vetting reads from `scontrol show topology`; --threshold is vet's.
+The tests' 8-node cluster and threshold, whose healthy vettings must cordon no node:
+
+    python benchmarks/vet_accuracy.py --nodes 8 --leaves 2 --threshold 35 --fractions 1.0 \
+        --no-sweep
 
     python benchmarks/vet_accuracy.py --smoke   # about a minute: 3 nodes (the fewest that get
         # verdicts), 1 vetting with no fault and 1 with sb1 slowed by 50%, no sweep, probes
@@ -44,7 +52,7 @@ REPO = Path(__file__).resolve().parent.parent
 GOAL_SHARE = 0.10
 TEST_PROBES = ("--model inception_v3 --image-size 75 --batch-size 2 --warmup 1 --iters 2 "
                "--repeats 5 --matmul-size 384 --matmul-iters 10 --allreduce-size 2M "
-               "--allreduce-iters 5 --timeout 300")
+               "--allreduce-iters 5 --sustained 0.5 --timeout 300")
 # --smoke: the fewest vettings, each with the smallest probes
 # (--sustained 0.5: the CPU default is 3 s of back-to-back GEMMs in every node probe)
 SMOKE_PROBES = ("--model resnet101 --image-size 32 --batch-size 2 --warmup 1 --iters 1 "
@@ -53,12 +61,12 @@ SMOKE_PROBES = ("--model resnet101 --image-size 32 --batch-size 2 --warmup 1 --i
 SMOKE = {"nodes": 3, "k": 1, "fractions": "0.5", "vet_args": SMOKE_PROBES, "no_sweep": True}
 
 
-def start_cluster(nodes: int) -> Path:
+def start_cluster(nodes: int, leaves: int = 0) -> Path:
     top = Path(tempfile.mkdtemp(prefix="scalebench-vet-bench-"))
     top.chmod(0o755)
     base = top / "cluster"
     proc = subprocess.run(["bash", str(REPO / "scripts" / "slurm_local.sh"), "start", str(base),
-                           str(nodes)], capture_output=True, text=True, timeout=120)
+                           str(nodes), str(leaves)], capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         shutil.rmtree(top, ignore_errors=True)
         sys.exit(f"cannot start a {nodes}-node Slurm cluster: {proc.stderr.strip()}")
@@ -98,9 +106,12 @@ def vet_once(conf: Path, nodes: int, out: Path, vet_args: list[str], fault: list
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--leaves", type=int, default=0,
+                        help="leaf switches of a tree topology (0: none)")
     parser.add_argument("--k", type=int, default=5, help="vettings per case")
     parser.add_argument("--fractions", default="0.1,0.2,0.3,0.5",
                         help="slowdowns to try (0.5: the node takes 1.5x as long)")
+    parser.add_argument("--threshold", help="vet's --threshold (percent; default: vet's own)")
     parser.add_argument("--vet-args", default=TEST_PROBES, help="flags for `scalebench vet`")
     parser.add_argument("--workload", default=str(REPO / "workloads" / "default.toml"))
     parser.add_argument("--no-sweep", action="store_true", help="skip the sweep for the ratio")
@@ -110,9 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.set_defaults(**SMOKE)
     args = parser.parse_args(argv)
     vet_args = shlex.split(args.vet_args)
+    if args.threshold is not None:
+        vet_args += ["--threshold", args.threshold]
     fractions = [float(f) for f in args.fractions.split(",")]
     names = [f"sb{i}" for i in range(1, args.nodes + 1)]
-    base = start_cluster(args.nodes)
+    base = start_cluster(args.nodes, args.leaves)
     conf = base / "slurm.conf"
     work = base.parent / "runs"
     walls: list[float] = []

@@ -1,7 +1,7 @@
 """Node vetting: the schedules (tournament, leaves, K rounds, retests), topology parsing, the
-verdict rule on fabricated figures, the simulator and the host lists (fast); then `scalebench
-vet` and `sweep --vet` on a real 8-node private Slurm cluster of two leaf switches (slow, one
-cluster for the whole module)."""
+verdict rule on fabricated figures, the simulator and the host lists (fast); then one
+`sweep --vet` with three faults on a real 8-node private Slurm cluster of two leaf switches
+(slow)."""
 
 from __future__ import annotations
 
@@ -584,23 +584,84 @@ def test_a_vet_file_holds_for_its_own_job_only(monkeypatch, tmp_path):
         files.load(tmp_path / "vet.json", other)
 
 
+def test_a_workloads_topology_file_gives_the_leaves_of_the_nodes_left_to_probe(tmp_path,
+                                                                            monkeypatch):
+    """The [vet] table's `topology` file, as `sweep --vet` reads it (the 8-node Slurm test
+    below reads Slurm's own): its leaves over the allocation, then over the nodes left once
+    sb1 is unreachable, as vet.json names them, and the leaf schedule over those."""
+    import json
+
+    from scalebench.commands.slurm_script import sweep_values
+    from scalebench.spec import config
+    from scalebench.vet import plan, topology
+
+    _slurm_env(monkeypatch)
+    topo = tmp_path / "topology.conf"
+    topo.write_text("SwitchName=a Nodes=sb[1-4]\nSwitchName=b Nodes=sb[5-8]\n")
+    workload = tmp_path / "w.toml"
+    workload.write_text('[sweep]\nmodels = ["inception_v3"]\nworkers = [2, 8]\n'
+                        f"[vet]\ntopology = {json.dumps(str(topo))}\n")
+    options = config.build_spec(sweep_values(str(workload), ["--vet"])).vet
+    tree = plan.topology_for(options, EIGHT)
+    assert tree.as_dict() == {"source": str(topo), "leaves": {"a": list(EIGHT[:4]),
+                                                              "b": list(EIGHT[4:])}}
+    reachable = topology.for_nodes(tree, EIGHT[1:])
+    assert reachable.as_dict() == {"source": str(topo), "leaves": {"a": list(EIGHT[1:4]),
+                                                                   "b": list(EIGHT[4:])}}
+    assert plan.pair_schedule(options, EIGHT[1:], reachable).kind == "leaves"
+
+
+def test_a_vetting_without_a_verdict_vets_every_node_and_says_none_is_slow(tmp_path):
+    """vet.json, the node lists, the page and the printed summary of a vetting whose figures
+    hold no slow node (that a healthy cluster gets none is a false-alarm rate:
+    benchmarks/vet_accuracy.py measures it)."""
+    from scalebench.vet import files, page, plan, run
+    from scalebench.vet.options import VetOptions
+
+    alloc = allocation.Allocation("9", NODES, (1,) * len(NODES))
+    share = plan.sharing({n: "m" for n in NODES})
+    course = run.Course(schedule.choose(list(NODES), "auto", 5))
+    decision = verdict.decide(figures(), 0.10)
+    doc = run.document(VetOptions(), alloc, share, [], decision, "vet-9-x", 1.0, {}, course)
+    assert doc["status"] == "ok" and doc["decided"] and doc["faults"] == {}
+    assert doc["verdicts"] == [] and doc["cordoned"] == {} and doc["vetted"] == list(NODES)
+    files.write(doc, tmp_path)
+    assert (tmp_path / "vetted-nodes.txt").read_text() == "sb[1-4]\n"
+    assert (tmp_path / "cordoned-nodes.txt").read_text() == ""
+    assert page.verdict_lines(doc) == ["No slow node and no slow link."]
+    assert "<p>No slow node and no slow link.</p>" in page.html(doc, {})
+    assert run.summary_lines(doc) == ["  no slow node or link",
+                                      "vetted: sb[1-4]; cordoned: (none)"]
+
+
 # ------------------------------------------------------------------ real Slurm: 8 nodes, 2 leaves
 # One private 8-node cluster with a tree topology of two leaf switches (scripts/slurm_local.sh
-# writes topology.conf: leaf1 = sb[1-4], leaf2 = sb[5-8]) for every test below. Its nodes share
+# writes topology.conf: leaf1 = sb[1-4], leaf2 = sb[5-8]) for the test below. Its nodes share
 # this machine's cores, so the vetting probes them one at a time. Probes as small as still
-# show a 50% slowdown: Inception V3 at 75 px, batch 2, 2 steps per window, 5 repeats, half a
+# show a 2x slowdown: Inception V3 at 75 px, batch 2, 2 steps per window, 5 repeats, half a
 # second of sustained GEMM. 8 nodes and the default 5 rounds: the leaf schedule (2 rounds inside
-# the leaves, 3 across), 20 pairs instead of the tournament's 28.
+# the leaves, 3 across).
+#
+# One vetting only, the faulted one: it also carries what a vetting without a fault checked
+# here before (Slurm's own topology, the leaf schedule, rounds run = rounds printed, the files,
+# each node's figures, the page). That no node is cordoned when there is no fault is a
+# false-alarm rate: benchmarks/vet_accuracy.py measures and prints it (`--nodes 8 --leaves 2
+# --threshold 35` for this cluster; its --smoke runs in tests/test_benchmarks.py).
 
 # Pair busbw here moves by up to 2x between windows seconds apart (gloo over loopback on 2
 # shared cores: 58-112 ms for the same 40 allreduces of 2 MB, two ranks alone), so 5 repeats
 # cannot tell a 10% fault from noise: healthy pairs stood 44-50% below the median, the noise
 # allowing 82-90% (the pooled spread of one repeat's log: 0.3-0.46 for pairs, 0.1-0.27 for the
 # compute probes). The tests ask 35%; the link fault is a 50 ms delay per call (about 95%).
+# The node fault leaves less room: sb5 twice as slow has stood at 45-52% of the median node by
+# its compute probe and 46-68% by its three probes together (under a heavy load: a slept
+# slowdown shows less on a busy machine), where below 60-65% was slow (docs/vetting.md); fewer
+# repeats or steps per window would widen what the noise allows, so the probes stay as they are.
 NETWORK_THRESHOLD = ("--threshold", "35")
-TINY_VET = {"model": "inception_v3", "image_size": 75, "batch_size": 2, "warmup": 1, "iters": 2,
-            "repeats": 5, "matmul_size": 384, "matmul_iters": 10, "allreduce_size": "2M",
-            "allreduce_iters": 5, "timeout": 300, "sustained": 0.5}
+# The [vet] table's probes; the sweep's model, image size and batch (Inception V3, TINY's 75 px
+# and batch 2) fill the rest.
+TINY_VET = {"warmup": 1, "iters": 2, "repeats": 5, "matmul_size": 384, "matmul_iters": 10,
+            "allreduce_size": "2M", "allreduce_iters": 5, "timeout": 300, "sustained": 0.5}
 ALL = [f"sb{i}" for i in range(1, 9)]
 
 
@@ -611,21 +672,6 @@ def two_leaves():
     base = _start_cluster(8, leaves=2)
     yield base / "slurm.conf"
     _stop_cluster(base)
-
-
-def _vet(conf, out, *extra: str):
-    import subprocess
-    import sys
-
-    from tests.conftest import flags, wait_until_quiet
-    from tests.test_slurm import slurm_env
-
-    wait_until_quiet()  # the test before may still be exiting: its load is not a node's
-
-    cmd = ["salloc", "-N8", "--quiet", sys.executable, "-m", "scalebench", "vet", "--out",
-           str(out), "--quiet", *flags(TINY_VET)]
-    return subprocess.run(cmd + list(extra), capture_output=True, text=True,
-                          env=slurm_env(conf), timeout=600)
 
 
 def _vet_json(out):
@@ -653,47 +699,15 @@ def _rounds_run(doc) -> dict[int, list[list[str]]]:
 
 @pytest.mark.slow
 @pytest.mark.serial  # its verdicts compare timings across nodes sharing these cores
-def test_vet_on_two_leaves_without_a_fault_cordons_no_node_and_runs_the_printed_rounds(
-        two_leaves, tmp_path):
-    proc = _vet(two_leaves, tmp_path, *NETWORK_THRESHOLD)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    doc = _vet_json(tmp_path)
-    assert doc["status"] == "ok" and doc["decided"] and doc["faults"] == {}
-    assert doc["cordoned"] == {} and doc["vetted"] == ALL, doc["verdicts"]
-    assert (tmp_path / "vetted-nodes.txt").read_text() == "sb[1-8]\n"
-    assert (tmp_path / "cordoned-nodes.txt").read_text() == ""
-    assert not doc["probing"]["together"]  # the nodes share this machine: one at a time
-    # Slurm's own topology (scontrol show topology), two leaves
-    assert doc["topology"] == {"source": "scontrol show topology",
-                               "leaves": {"leaf1": ALL[:4], "leaf2": ALL[4:]}}
-    assert doc["schedule"]["kind"] == "leaves" and len(doc["schedule"]["rounds"]) == 5
-    assert _rounds_run(doc) == _printed_rounds(proc.stdout) == {
-        i: r for i, r in enumerate(doc["schedule"]["rounds"] + doc["schedule"]["retest_rounds"],
-                                   start=1)}
-    assert len(doc["pairs"]) >= 20 and doc["schedule"]["network_rounds"] <= 7
-    for number, pairs in _rounds_run(doc).items():  # inside the leaves first, then across
-        across = [p for p in pairs if (p[0] in ALL[:4]) != (p[1] in ALL[:4])]
-        assert (not across) if number <= 2 else number > 5 or len(across) == 4
-    for info in doc["nodes"].values():
-        [device] = info["devices"]
-        assert len(device["compute_images_per_sec"]) == 5 and device["threads"] == 1
-        assert len(device["sustained_flops_per_sec"]) == 5
-        assert len(info["partners"]) >= 5
-    html = (tmp_path / "vet.html").read_text()
-    assert "data:image/png;base64" in html and "No slow node" in html and "round 3: " in html
-    assert "vet nodes on 8 nodes" in proc.stdout and "vetted: sb[1-8]" in proc.stdout
-
-
-@pytest.mark.slow
-@pytest.mark.serial  # its verdicts compare timings across nodes sharing these cores
 def test_sweep_vets_first_cordons_a_dead_and_a_slowed_node_names_a_link_runs_on_the_rest(
         two_leaves, tmp_path):
-    """`sweep --launcher slurm --vet` with three faults (the workload's [vet] table, the
-    topology given as a file): sb1's node probe killed -> cordoned as unreachable, the vetting
-    goes on; sb5 twice as slow -> cordoned as a slow compute node; sb2-sb6 delayed 50 ms a call
-    -> named a slow link, both kept. The 2-worker run goes on sb2 and sb3, the 8-worker run is
-    skipped with the reason, every record says which vetting placed it; the rounds run are the
-    ones printed."""
+    """`sweep --launcher slurm --vet` with three faults (the workload's [vet] table; the
+    topology Slurm's own, from `scontrol show topology`): sb1's node probe killed -> cordoned as
+    unreachable, the vetting goes on; sb5 twice as slow -> cordoned as a slow compute node;
+    sb2-sb6 delayed 50 ms a call -> named a slow link, both kept. The leaf schedule over the 7
+    reachable nodes, 5 rounds, then the retests; the rounds run are the ones printed. The
+    2-worker run goes on sb2 and sb3, the 8-worker run is skipped with the reason, every record
+    says which vetting placed it."""
     import json
     import subprocess
     import sys
@@ -701,15 +715,11 @@ def test_sweep_vets_first_cordons_a_dead_and_a_slowed_node_names_a_link_runs_on_
     from tests.conftest import TINY, read_records
     from tests.test_slurm import slurm_env
 
-    topo = tmp_path / "topology.conf"  # the same leaves as Slurm's, given as a file
-    topo.write_text("SwitchName=a Nodes=sb[1-4]\nSwitchName=b Nodes=sb[5-8]\n")
-    vet = {k: v for k, v in TINY_VET.items() if k not in ("model", "image_size", "batch_size")}
     lines = ["[sweep]", 'models = ["inception_v3"]', 'frameworks = ["ddp"]', "workers = [2, 8]",
              *(f"{k} = {json.dumps(v)}" for k, v in TINY.items()), "breakdown = false",
              "[vet]", 'inject_node_slowdown = "sb5:1.0"', 'inject_probe_kill = "sb1"',
-             'inject_link_delay = "sb2:sb6:0.05"', f"topology = {json.dumps(str(topo))}",
-             f"threshold = {NETWORK_THRESHOLD[1]}",
-             *(f"{k} = {json.dumps(v)}" for k, v in vet.items())]
+             'inject_link_delay = "sb2:sb6:0.05"', f"threshold = {NETWORK_THRESHOLD[1]}",
+             *(f"{k} = {json.dumps(v)}" for k, v in TINY_VET.items())]
     workload = tmp_path / "vetted.toml"
     workload.write_text("\n".join(lines) + "\n")
     out = tmp_path / "sweep"
@@ -719,11 +729,15 @@ def test_sweep_vets_first_cordons_a_dead_and_a_slowed_node_names_a_link_runs_on_
                           env=slurm_env(two_leaves), timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = _vet_json(out / "vet")
-    assert doc["status"] == "ok"
+    assert doc["status"] == "ok" and doc["decided"]
     assert doc["faults"] == {"probe_kill": ["sb1"], "node_slowdown": {"sb5": 1.0},
                              "link_delay_seconds": {"sb2:sb6": 0.05}}
     assert doc["settings"]["model"] == "inception_v3"  # the sweep's model, batch and size
-    assert doc["topology"] == {"source": str(topo), "leaves": {"a": ALL[1:4], "b": ALL[4:]}}
+    assert not doc["probing"]["together"]  # the nodes share this machine: one at a time
+    # Slurm's own topology (scontrol show topology), two leaves, over the reachable nodes
+    assert doc["topology"] == {"source": "scontrol show topology",
+                               "leaves": {"leaf1": ALL[1:4], "leaf2": ALL[4:]}}
+    assert "topology from scontrol show topology: 2 leaf switches" in proc.stdout
     assert [(v["kind"], v["nodes"], v["cordon"]) for v in doc["verdicts"]] == [
         ("unreachable", ["sb1"], True), ("slow compute node", ["sb5"], True),
         ("slow link", ["sb2", "sb6"], False)], doc["verdicts"]
@@ -732,13 +746,41 @@ def test_sweep_vets_first_cordons_a_dead_and_a_slowed_node_names_a_link_runs_on_
     assert "srun: error: sb1: task 0: Killed" in doc["unreachable"]["sb1"]
     assert list(doc["cordoned"]) == ["sb1", "sb5"]
     assert doc["vetted"] == ["sb2", "sb3", "sb4", "sb6", "sb7", "sb8"]
+    assert (out / "vet" / "vetted-nodes.txt").read_text() == "sb[2-4,6-8]\n"
     assert (out / "vet" / "cordoned-nodes.txt").read_text() == "sb[1,5]\n"
     # the step of all nodes failed; sb1, which srun named, failed alone; the other seven
     # passed in one step, and no pair includes sb1
     assert [(s["probe"], s["nodes"], s["status"]) for s in doc["steps"][:3]] == [
         ("nodes", ALL, "failed"), ("nodes", ["sb1"], "failed"), ("nodes", ALL[1:], "ok")]
     assert all("sb1" not in p["nodes"] for p in doc["pairs"])
-    assert _rounds_run(doc) == _printed_rounds(proc.stdout)
+    # the leaf schedule over the 7 reachable nodes (leaves of 3 and 4), then the retests of
+    # sb2 and sb6; the rounds run are the ones printed and the ones vet.json names
+    schedule_doc = doc["schedule"]
+    assert schedule_doc["kind"] == "leaves" and len(schedule_doc["rounds"]) == 5
+    assert _rounds_run(doc) == _printed_rounds(proc.stdout) == {
+        i: r for i, r in enumerate(schedule_doc["rounds"] + schedule_doc["retest_rounds"],
+                                   start=1)}
+    assert sum(map(len, schedule_doc["rounds"])) == 15 and schedule_doc["network_rounds"] <= 7
+    for number, pairs in _rounds_run(doc).items():  # inside the leaves first, then across
+        across = [p for p in pairs if (p[0] in ALL[:4]) != (p[1] in ALL[:4])]
+        assert (not across) if number <= 2 else number > 5 or len(across) == 3  # all of sb2-4
+    for node, info in doc["nodes"].items():
+        if node == "sb1":  # unreachable: no figures, no partner
+            assert info["devices"] == [] and info["partners"] == [] and info["unreachable"]
+            continue
+        [device] = info["devices"]
+        assert len(device["compute_images_per_sec"]) == 5 and device["threads"] == 1
+        assert len(device["sustained_flops_per_sec"]) == 5
+        partners = [p["node"] for p in info["partners"]]
+        assert len(partners) == len(set(partners)) >= 4  # 7 nodes: one sits out a round
+    html = (out / "vet" / "vet.html").read_text()
+    assert "data:image/png;base64" in html and "round 3: " in html
+    assert "Topology from scontrol show topology: leaf1: sb2, sb3, sb4; leaf2: " in html
+    assert "<b>unreachable: sb1</b> (cordoned)" in html  # the verdicts, as the page words them
+    assert "<b>slow compute node: sb5</b> (cordoned)" in html
+    assert "<b>slow link: sb2, sb6</b> (kept)" in html
+    assert "vet nodes on 8 nodes" in proc.stdout
+    assert "vetted: sb[2-4,6-8]; cordoned: sb[1,5]" in proc.stdout
     two, eight = read_records(out / "results.jsonl")
     assert two["status"] == "ok", two["error"]
     assert two["scheduler"]["nodes"] == ["sb2", "sb3"]
