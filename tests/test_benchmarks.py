@@ -250,3 +250,54 @@ def test_disturbance_smoke():
     [mean, peak] = figure(r"^edge readings: (\d+\.\d+) ms per window on average, at most "
                           r"(\d+\.\d+) ms", out)
     assert 0 < mean <= peak
+
+
+@pytest.mark.slow
+def test_history_real_smoke(tmp_path):
+    """Two clean one-worker DDP sweeps, then two beside one busy process, into histories A
+    (2 points: too short) and B (4 points: detected); every figure printed and sane, the
+    records and both stores written. The verdicts are not judged: two sweeps a side on a
+    machine the rest of the suite shares cannot show the slowdown."""
+    out = smoke("history_real.py", "--out", str(tmp_path)).stdout
+    assert ("history_real: 2 clean then 2 slowed one-worker ddp sweeps (inception_v3, 75 px, "
+            "batch 2, 1 thread, 2 trials of 1 step), 1 busy process beside the slowed ones; "
+            "history detect --metric throughput --min-magnitude 30") in out
+    [busy] = figure(r"^before the clean sweeps: cores (\d+\.\d)% busy over the last second "
+                    r"\(waited \d+ s of at most 0; quiet is below 15%\)$", out)
+    assert 0 <= busy <= 100
+    means = {}
+    for kind, note in (("clean", ""), ("slowed", r" \(1 busy process\)")):
+        for i in (1, 2):
+            [mean, first, second, seconds] = figure(
+                rf"^{kind} {i} of 2{note}: (\d+\.\d+) images/s \(mean of 2 trials: (\d+\.\d+), "
+                r"(\d+\.\d+)\), sweep (\d+\.\d) s$", out)
+            assert first > 0 and second > 0 and seconds > 0
+            assert mean == pytest.approx((first + second) / 2, abs=0.01)
+            means.setdefault(kind, []).append(mean)
+        assert figure(rf"^{kind} images/s in time order: (\d+\.\d+) (\d+\.\d+)$", out) == \
+            means[kind]
+    [after, before, ratio] = figure(r"^slowdown: median slowed (\d+\.\d+) / median clean "
+                                    r"(\d+\.\d+) images/s = (\d+\.\d+) \(goal < 0\.65\)$", out)
+    assert after == pytest.approx(sum(means["slowed"]) / 2, abs=0.01)
+    assert before == pytest.approx(sum(means["clean"]) / 2, abs=0.01)
+    assert ratio == pytest.approx(after / before, rel=0.01)
+    series = r"throughput of inception_v3 fp32 b2 75px cpu weak ddp x1"
+    [code_a] = figure(rf"^history A \(commit0\.\.commit1, the 2 clean sweeps\): exit (\d+); "
+                      rf"{series}: 2 points: too short", out)
+    assert code_a == 0
+    [code_b, changes] = figure(rf"^history B \(commit0\.\.commit3, the last 2 clean then the 2 "
+                               rf"slowed sweeps\): exit (\d+); {series}: 4 points, (\d+) "
+                               r"changes? \(", out)
+    assert code_b in (0, 1) and changes >= 0
+    assert len(re.findall(r"^    (?:passed|FAILED): ", out, re.MULTILINE)) == 2, out
+    assert re.findall(r"^(?:PASS|FAIL) (slowdown|history A|history B): ", out, re.MULTILINE) == [
+        "slowdown", "history A", "history B"]
+    for name in ("clean0", "clean1", "slowed0", "slowed1"):
+        [r] = read_records(tmp_path / name / "results.jsonl")
+        assert (r["framework"], r["model"], r["status"], r["image_size"], r["trials"]) == (
+            "ddp", "inception_v3", "ok", 75, 2)
+    for store, names in (("a.jsonl", ["clean0", "clean1"]),
+                         ("b.jsonl", ["clean0", "clean1", "slowed0", "slowed1"])):
+        rows = read_records(tmp_path / store)
+        assert [row["commit"] for row in rows] == [f"commit{i}" for i in range(len(names))]
+        assert [os.path.basename(os.path.dirname(row["source"])) for row in rows] == names
