@@ -1,6 +1,7 @@
 """Horovod through scalebench vs. a minimal hand-written Horovod loop, alternated in one run.
 
-Same model, per-worker batch, image size, workers and threads (max(1, cores // workers)).
+Same model, per-worker batch, image size, workers and threads (max(1, cores // workers), or
+--threads).
 Prints each round and the ratio scalebench / minimal (goal >= 0.98) with its 95% interval
 over rounds; the order alternates (A B, B A, ...) so that drift and a warm page cache favour
 neither. With --setup-times it
@@ -8,7 +9,8 @@ also times scripts/install_horovod.sh against a cold (empty) and a warm wheel ca
 
     python benchmarks/horovod_overhead.py [--model resnet101] [--workers 2] [--rounds 3]
     python benchmarks/horovod_overhead.py --smoke   # under a minute: resnet101 at 32 px, batch
-        # 2/worker, 2 workers, warm-up 1, 1 iter x 2 trials, 1 round (explicit flags still win);
+        # 2/worker, 1 worker of 1 thread, warm-up 1, 1 iter x 2 trials, 1 round (explicit flags
+        # still win);
         # it also runs minimal_horovod_loop.py under horovodrun once
 
 Both runs of each round go to a temporary folder, removed at the end.
@@ -35,16 +37,18 @@ from scalebench.tasks import train
 from scalebench.tuning.race import ratio_interval
 
 HERE = Path(__file__).resolve().parent
-# --smoke: the smallest run that still launches both loops under horovodrun at 2 workers
-SMOKE = {"model": "resnet101", "workers": 2, "batch_size": 2, "image_size": 32, "warmup": 1,
-         "iters": 1, "trials": 2, "rounds": 1}
+# --smoke: the smallest run that still launches both loops under horovodrun (one worker of one
+# thread: two workers only added two torch start-ups to what the suite checks)
+SMOKE = {"model": "resnet101", "workers": 1, "threads": 1, "batch_size": 2, "image_size": 32,
+         "warmup": 1, "iters": 1, "trials": 2, "rounds": 1}
 
 
 def scalebench_run(a, out: Path) -> float:
     sweep = config.build_spec({
         "frameworks": "horovod", "models": a.model, "workers": str(a.workers),
         "batch_size": a.batch_size, "image_size": a.image_size, "warmup": a.warmup,
-        "iters": a.iters, "trials": a.trials, "device": "cpu"})
+        "iters": a.iters, "trials": a.trials, "device": "cpu",
+        **({"threads_per_worker": a.threads} if a.threads else {})})
     [job] = train.plan(sweep, devices.resolve("cpu"))
     outcome = horovod.FRAMEWORK.launch(job, out)
     if outcome.status != "ok":
@@ -86,6 +90,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads per worker (default: the harness's policy, cores / workers)")
     p.add_argument("--setup-times", action="store_true")
     p.add_argument("--smoke", action="store_true",
                    help="smallest run (under a minute), to check that the script still works")
@@ -95,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     ok, reason = check_installation()
     if not ok:
         raise SystemExit(reason)
-    threads = devices.threads_per_worker(devices.resolve("cpu"), a.workers, None)
+    threads = devices.threads_per_worker(devices.resolve("cpu"), a.workers, a.threads)
     print(f"{a.model} {a.image_size}px batch {a.batch_size}/worker, {a.workers} workers x "
           f"{threads} threads, {a.iters * a.trials} timed steps, {a.rounds} rounds (order "
           f"alternated)")
