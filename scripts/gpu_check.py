@@ -159,12 +159,22 @@ def estimate(check: Check, sweep: Sweep) -> float:
     return sweep.launches() * launch + sweep.configs(len(SIZES[check.device].models)) * config
 
 
+def stopped_at_deadline(name: str, seconds: float, need: float, left: float) -> StepResult:
+    """A step that started with the time its estimate asked for and met the deadline first
+    (CPU fp16, say, far slower than the first sweep's calibration): skipped for want of time
+    (exit status 4), not failed, for nothing it runs went wrong."""
+    return StepResult(name, "skipped", seconds, f"stopped at the deadline after {seconds:.0f} s: "
+                                                f"about {need:.0f} s needed, {left:.0f} s left "
+                                                "at its start")
+
+
 def run_sweep(check: Check, sweep: Sweep) -> StepResult:
     sizes = SIZES[check.device]
     need = estimate(check, sweep)
-    if check.left() < need:
+    left = check.left()
+    if left < need:
         return StepResult(sweep.name, "skipped", 0.0, f"about {need:.0f} s needed, "
-                                                      f"{max(0.0, check.left()):.0f} s left")
+                                                      f"{max(0.0, left):.0f} s left")
     folder = check.work / "sweeps" / sweep.name
     shutil.rmtree(folder, ignore_errors=True)
     argv = [python(), "-m", "scalebench", "sweep", "--device", check.device, "--workers", "1",
@@ -191,6 +201,8 @@ def run_sweep(check: Check, sweep: Sweep) -> StepResult:
         "; " + "; ".join(f"{r.get('model')} {r.get('framework')} {r.get('precision')}: "
                          f"{r.get('status')} ({str(r.get('error'))[:160]})" for r in bad[:4])
         if bad else "")
+    if code == 124 and not ok:
+        return stopped_at_deadline(sweep.name, seconds, need, left)
     if code == 124:
         note += "; the rest stopped at the deadline"
     if code not in (0, 1) and not records:
@@ -202,9 +214,10 @@ def run_sweep(check: Check, sweep: Sweep) -> StepResult:
 def harness(check: Check) -> StepResult:
     model, size, batch = SIZES[check.device].harness
     need = 3 * (check.per_config or COSTS[check.device]["config"]) + 10
-    if check.left() < need:
+    left = check.left()
+    if left < need:
         return StepResult("harness vs a bare PyTorch loop", "skipped", 0.0,
-                          f"about {need:.0f} s needed, {max(0.0, check.left()):.0f} s left")
+                          f"about {need:.0f} s needed, {max(0.0, left):.0f} s left")
     path = check.work / "harness.json"
     path.unlink(missing_ok=True)
     sizes = SIZES[check.device]
@@ -214,6 +227,9 @@ def harness(check: Check) -> StepResult:
                                     "--batch-size", str(batch), "--warmup", str(sizes.warmup),
                                     "--iters", str(sizes.iters), "--trials", str(sizes.trials),
                                     "--rounds", "2", "--json", str(path)], check.left())
+    if code == 124:
+        return stopped_at_deadline("harness vs a bare PyTorch loop", time.time() - start, need,
+                                   left)
     if code != 0 or not path.is_file():
         return StepResult("harness vs a bare PyTorch loop", "failed", time.time() - start,
                           f"exited {code}")
@@ -226,15 +242,18 @@ def harness(check: Check) -> StepResult:
 
 def vet(check: Check) -> StepResult:
     need = 2 * (check.per_launch or COSTS[check.device]["launch"])
-    if check.left() < need:
+    left = check.left()
+    if left < need:
         return StepResult("vetting's per-GPU probes", "skipped", 0.0,
-                          f"about {need:.0f} s needed, {max(0.0, check.left()):.0f} s left")
+                          f"about {need:.0f} s needed, {max(0.0, left):.0f} s left")
     folder = check.work / "vet"
     shutil.rmtree(folder, ignore_errors=True)
     start = time.time()
     code, text = check.run("vet", [python(), __file__, "vet-probes", "--device", check.device,
                                    "--out", str(folder)], check.left())
     records = read_records(folder / "results.jsonl")
+    if code == 124 and (not records or records[-1].get("status") != "ok"):
+        return stopped_at_deadline("vetting's per-GPU probes", time.time() - start, need, left)
     if not records or records[-1].get("status") != "ok":
         why = records[-1].get("error") if records else f"exited {code}"
         return StepResult("vetting's per-GPU probes", "failed", time.time() - start, str(why))
