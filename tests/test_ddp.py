@@ -70,7 +70,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.serial
 def test_all_models_one_and_two_workers(ddp_sweep):
     # the default grouped launch: one torchrun per worker count, the three models in it
     # (the session's shared sweep, tests/conftest.py; its allreduce records are --with-allreduce's)
@@ -85,8 +84,8 @@ def test_all_models_one_and_two_workers(ddp_sweep):
         results.validate(r)
         assert r["backend"] == "gloo" and r["device"] == "cpu"
         assert len(r["window_seconds"]) == r["world_size"]
-        assert r["threads_per_worker"] == max(1, results_cores() // r["world_size"])
-        assert r["threads_measured"] == [r["threads_per_worker"]] * r["world_size"]
+        assert r["threads_per_worker"] == 1  # the shared sweeps' (tests/conftest.py)
+        assert r["threads_measured"] == [1] * r["world_size"]
         assert r["startup_seconds"] > 0
         assert r["env"]["torch"] == "2.14.1"
     assert {r["model"]: r["params"] for r in records} == {
@@ -104,7 +103,7 @@ def test_all_models_one_and_two_workers(ddp_sweep):
     assert "| vgg16 | ddp | fp32 | 2 |" in (out / "report.md").read_text()
     # 7 jobs: --with-allreduce's link measurement first, then the 6 runs
     assert "[7/7] vgg16 ddp x2 fp32: " in proc.stdout
-    check_real_breakdown(records)
+    check_real_breakdown(records, timing=False)  # beside other tests: its structure
     check_real_mfu(out, records, rows)
 
 
@@ -126,12 +125,6 @@ def check_real_mfu(out: Path, records: list[dict], rows: list[dict]) -> None:
         found = browser_check(out / "report.html", out / "browser")
         # bounds: the shared sweep has --with-allreduce, so the scaling model has a link
         assert_figures_loaded(found, ("efficiency", "throughput", "mfu", "waterfall", "bounds"))
-
-
-def results_cores() -> int:
-    from scalebench.hardware.envinfo import cpu_cores
-
-    return cpu_cores()
 
 
 def test_two_nodes_meet_at_local_rendezvous(tmp_path):

@@ -129,6 +129,11 @@ def test_gpu_check_on_the_cpu_runs_every_step_and_writes_the_files(bundle, tmp_p
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     train = [r for r in records if r.get("kind") == "train" and r["status"] == "ok"]
     assert {r["model"] for r in train} == {"resnet101"}  # one model on a CPU
+    from scalebench.hardware.envinfo import cpu_cores
+
+    for r in train:  # the default thread policy in a real run (no --threads-per-worker here)
+        assert r["threads_per_worker"] == max(1, cpu_cores() // r["world_size"])
+        assert r["threads_measured"] == [r["threads_per_worker"]] * r["world_size"]
     for r in train:  # a CPU sweep's records carry topology and say why energy is not measured
         topo = r["env"]["topology"]
         assert topo["numa_nodes"] and "nics" in topo
@@ -292,6 +297,21 @@ def test_exit_status_tells_all_ran_from_horovod_missing_from_skipped():
     assert gc.exit_status([ok, skipped], "installed from the cache in 3 s") == 4
     assert gc.exit_status([ok, skipped], "skipped: the build failed (exit 1)") == 3
     assert gc.exit_status([ok, failed, skipped], "skipped: the build failed (exit 1)") == 1
+
+
+def test_a_step_the_deadline_stops_is_skipped_for_time_not_failed(tmp_path):
+    """A sweep that started with the time its estimate asked for and met the deadline with no
+    run done (CPU fp16, far slower than the first sweep's calibration, did: it read 'failed',
+    exit status 1, though nothing went wrong) is skipped for want of time: exit status 4."""
+    gc = load_check_script()
+    check = gc.Check(tmp_path, tmp_path / "work", "cpu", time.time() + 100, tmp_path / "log")
+    check.run = lambda *args, **kwargs: (124, "(stopped at the deadline)")
+    step = gc.run_sweep(check, gc.Sweep("ddp fp16", ("ddp",), ("fp16",), "on"))
+    assert step.status == "skipped" and step.note.startswith("stopped at the deadline after ")
+    assert "s needed, " in step.note and " s left at its start" in step.note
+    assert gc.exit_status([gc.StepResult("a", "ok", 1.0), step], "not built: --horovod-box 0") == 4
+    check.run = lambda *args, **kwargs: (2, "Traceback ...")  # a sweep that broke still fails
+    assert gc.run_sweep(check, gc.Sweep("ddp fp16", ("ddp",), ("fp16",), "on")).status == "failed"
 
 
 def test_horovod_is_measured_however_gpu_check_sh_got_it_installed():
