@@ -61,17 +61,15 @@ def test_link_share_compares_exposed_time_with_the_links_bandwidth():
     assert breakdown.link_share({**row, "communication_seconds_per_step": 0.0}, 2e9, 1e8) is None
 
 
-def check_real_breakdown(records: list[dict], timing: bool = True) -> list[dict]:
+def check_real_breakdown(records: list[dict]) -> list[dict]:
     """For a real 1- and 2-worker sweep, its structure, which holds on any machine however busy:
     every ok 2-worker run has a breakdown row, with its no-sync windows (one series per rank, as
     many windows as trials, at most 3), and the row accounts for 100% of ideal within 5 points
     (its parts are differences of the same launches' throughputs and its efficiency the paired
-    one of those launches, so they add up by construction: arithmetic, not timing).
-
-    timing (for a sweep that ran alone on the machine: the serial DDP test): also the slowest
-    rank's compute-only (no-sync) throughput is not below the synced one beyond noise (10%).
-    benchmarks/breakdown_accuracy.py prints that figure for every framework, with the injected
-    straggler and input wait; timing=False leaves it to the benchmark."""
+    one of those launches, so they add up by construction: arithmetic, not timing). The timing
+    claims (the slowest rank's no-sync throughput not below the synced one beyond 10%, an
+    injected straggler and input wait in their own parts) need the machine alone:
+    benchmarks/breakdown_accuracy.py measures and prints them."""
     rows = breakdown.rows(records)
     two = [r for r in records if r["world_size"] == 2 and r["status"] == "ok"]
     assert len(rows) == len(two) > 0
@@ -80,9 +78,6 @@ def check_real_breakdown(records: list[dict], timing: bool = True) -> list[dict]
     for r in two:
         assert len(r["nosync_window_seconds"]) == 2
         assert len(r["nosync_window_seconds"][0]) == min(r["trials"], 3)
-        if timing:
-            slowest = breakdown.parts(r, 1.0).nosync_images_per_sec
-            assert slowest >= 0.9 * r["images_per_sec"], (slowest, r["images_per_sec"])
     return rows
 
 
@@ -112,4 +107,4 @@ def test_breakdown_accuracy_smoke(tmp_path):
         (1, "ok", 2), (2, "ok", 2)]
     assert records[1]["faults"] == {"step_delay": {"rank": 1, "seconds": 0.3},
                                     "input_delay_seconds": 0.2}
-    check_real_breakdown(records, timing=False)
+    check_real_breakdown(records)

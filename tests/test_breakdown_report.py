@@ -207,7 +207,7 @@ def test_real_sweep_with_allreduce_reports_the_breakdown(ddp_sweep):
     out = ddp_sweep.out
     assert ddp_sweep.returncode == 0, ddp_sweep.stderr[-2000:]
     assert ddp_sweep.records("allreduce"), "--with-allreduce measured no allreduce"
-    check_real_breakdown(ddp_sweep.records(), timing=False)  # beside other tests: its structure
+    check_real_breakdown(ddp_sweep.records())
     md = md_section((out / "report.md").read_text())
     assert "| framework | workers | launches | ideal images/s |" in md
     assert re.search(r"\| ddp \| 2 \| 1 \| [\d.]+ \| [\d.]+ \| -?[\d.]+% \|", md)

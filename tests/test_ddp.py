@@ -103,7 +103,7 @@ def test_all_models_one_and_two_workers(ddp_sweep):
     assert "| vgg16 | ddp | fp32 | 2 |" in (out / "report.md").read_text()
     # 7 jobs: --with-allreduce's link measurement first, then the 6 runs
     assert "[7/7] vgg16 ddp x2 fp32: " in proc.stdout
-    check_real_breakdown(records, timing=False)  # beside other tests: its structure
+    check_real_breakdown(records)
     check_real_mfu(out, records, rows)
 
 
