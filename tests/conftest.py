@@ -233,14 +233,14 @@ class Sweep:
 
 
 # The shared real sweeps: three models at 1 and 2 workers, the default grouped launch (one
-# launcher per worker count), breakdown windows on, three trials (the breakdown's no-sync
-# windows are the first three). One step per window: VGG-16 on its one synthetic
+# launcher per worker count), breakdown windows on, two trials (the breakdown's no-sync windows
+# are the first trials, at most three: two show the same structure). One step per window: VGG-16 on its one synthetic
 # batch diverges after about 5 steps at these sizes (loss 4e4 after 5, NaN after 7), and a
 # diverged run has no weights to compare across ranks.
 # They run beside the other tests, one thread per worker (TINY's reason); the breakdown's
 # timing claims, which need the machine alone, are benchmarks/breakdown_accuracy.py's, and the
 # default thread policy in a real run is checked by the GPU check's serial test.
-SHARED = {**TINY, "trials": 3}
+SHARED = {**TINY, "trials": 2}
 SHARED_MODELS = "resnet101,inception_v3,vgg16"
 
 
@@ -271,9 +271,8 @@ def ddp_sweep(tmp_path_factory) -> Sweep:
 
 @pytest.fixture(scope="session")
 def horovod_sweep(tmp_path_factory) -> Sweep:
-    """One real Horovod sweep, the all-models test's (its breakdown's structure checked too),
-    two trials (two no-sync windows: the structure is the same at two)."""
-    return _shared_sweep(tmp_path_factory, "horovod", "--trials", "2")
+    """One real Horovod sweep, the all-models test's (its breakdown's structure checked too)."""
+    return _shared_sweep(tmp_path_factory, "horovod")
 
 
 def variant(records: list[dict], factor: float = 1.0, env: dict | None = None,

@@ -1,6 +1,7 @@
 """Where the efficiency went, in the reports: the breakdown table, the waterfall and bounds
 figures, the verdict, the link share and the extrapolation check (fabricated records, numbers by
-hand), and once on a real 1 -> 2 worker CPU sweep with --with-allreduce."""
+hand). The same on a real 1 -> 2 worker CPU sweep with --with-allreduce is in tests/test_ddp.py,
+beside the other test that reads that shared sweep."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from scalebench.analysis import scaling_model
 from scalebench.report import html as html_report
 from scalebench.report import markdown
 from tests.conftest import fake_record, reference_records
-from tests.test_breakdown import check_real_breakdown, two_worker_record
+from tests.test_breakdown import two_worker_record
 from tests.test_report_html import records_for_report
 
 PARAMS = 23834568  # fake_record's inception_v3 without the aux head
@@ -197,21 +198,3 @@ def test_verdict_ranks_what_a_user_gets_and_names_a_slow_baseline():
     assert note in series.verdict
     for text in (markdown.render(model, {}), html.unescape(html_report.page(model, {}))):
         assert "Verdict:" in text and "ranked by the throughput they deliver" in text
-
-
-# ---------------------------------------------------------------- a real sweep
-
-@pytest.mark.slow
-def test_real_sweep_with_allreduce_reports_the_breakdown(ddp_sweep):
-    # the session's real DDP sweep (three models, 1 and 2 workers, --with-allreduce)
-    out = ddp_sweep.out
-    assert ddp_sweep.returncode == 0, ddp_sweep.stderr[-2000:]
-    assert ddp_sweep.records("allreduce"), "--with-allreduce measured no allreduce"
-    check_real_breakdown(ddp_sweep.records())
-    md = md_section((out / "report.md").read_text())
-    assert "| framework | workers | launches | ideal images/s |" in md
-    assert re.search(r"\| ddp \| 2 \| 1 \| [\d.]+ \| [\d.]+ \| -?[\d.]+% \|", md)
-    assert re.search(r"communication ran at \d+% of this link's measured allreduce bandwidth", md) \
-        or "no communication exposed" in md
-    assert "| model error |" in md and re.search(r"\| [+-]\d+\.\d points \|", md)
-    assert (out / "waterfall.png").is_file() and (out / "bounds.png").is_file()

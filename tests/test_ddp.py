@@ -127,6 +127,24 @@ def check_real_mfu(out: Path, records: list[dict], rows: list[dict]) -> None:
         assert_figures_loaded(found, ("efficiency", "throughput", "mfu", "waterfall", "bounds"))
 
 
+# In this file with the all-models test: both read the session's shared DDP sweep, and xdist
+# gives a file's tests to one worker, so the sweep runs once (a session fixture is per worker).
+def test_real_sweep_with_allreduce_reports_the_breakdown(ddp_sweep):
+    # the session's real DDP sweep (three models, 1 and 2 workers, --with-allreduce)
+    from tests.test_breakdown_report import md_section
+
+    out = ddp_sweep.out
+    assert ddp_sweep.returncode == 0, ddp_sweep.stderr[-2000:]
+    assert ddp_sweep.records("allreduce"), "--with-allreduce measured no allreduce"
+    check_real_breakdown(ddp_sweep.records())
+    md = md_section((out / "report.md").read_text())
+    assert "| framework | workers | launches | ideal images/s |" in md
+    assert re.search(r"\| ddp \| 2 \| 1 \| [\d.]+ \| [\d.]+ \| -?[\d.]+% \|", md)
+    assert re.search(r"communication ran at \d+% of this link's measured allreduce bandwidth", md) \
+        or "no communication exposed" in md
+    assert "| model error |" in md and re.search(r"\| [+-]\d+\.\d points \|", md)
+    assert (out / "waterfall.png").is_file() and (out / "bounds.png").is_file()
+
 def test_two_nodes_meet_at_local_rendezvous(tmp_path):
     endpoint = f"127.0.0.1:{free_port()}"
     # both "nodes" share this machine's cores: one thread each avoids oversubscription
