@@ -10,7 +10,8 @@ It also prints what the edge readings cost (seconds spent reading at a window's 
 
     python benchmarks/disturbance.py [--workload workloads/default.toml] [--quiet-sweeps 3]
     python benchmarks/disturbance.py --smoke   # ddp only, one worker, one model at 32 px,
-        # one quiet sweep (explicit flags still win)
+        # one quiet sweep, a hog spinning a quarter of the time (explicit flags still win;
+        # its hog need not be flagged: it checks the pieces run, not what they find)
 
 (b) needs an idle machine: anything else running is, rightly, a disturbance.
 """
@@ -31,9 +32,21 @@ sys.path.insert(0, str(REPO))
 from scalebench.analysis import disturbance  # noqa: E402
 
 HOG = "sbench-cpuhog"  # the hog's process name (its comm, set through prctl)
-HOG_CODE = ("import ctypes\n"
-            f"ctypes.CDLL(None).prctl(15, b'{HOG}', 0, 0, 0)\n"  # PR_SET_NAME
-            "while True:\n    pass\n")
+SMOKE_DUTY = 0.25  # the smoke's hog spins a quarter of the time: the suite's cores are shared
+
+
+def hog_code(duty: float) -> str:
+    """The hog's program: it names itself HOG and spins `duty` of every 10 ms (1: a whole core)."""
+    name = f"import ctypes\nctypes.CDLL(None).prctl(15, b'{HOG}', 0, 0, 0)\n"  # PR_SET_NAME
+    if duty >= 1:
+        return name + "while True:\n    pass\n"
+    return name + ("import time\nwhile True:\n    end = time.perf_counter() + "
+                   f"{0.01 * duty:.6f}\n    while time.perf_counter() < end:\n        pass\n"
+                   f"    time.sleep({0.01 * (1 - duty):.6f})\n")
+
+
+def hog_words(duty: float) -> str:
+    return "one-core" if duty >= 1 else f"{duty:.0%}-of-a-core"
 # One thread: a worker with two threads beside the hog stalls at every parallel region (its
 # smoke took minutes that way).
 SMOKE_FLAGS = ["--frameworks", "ddp", "--models", "resnet101", "--workers", "1",
@@ -80,8 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workload", default=str(REPO / "workloads" / "default.toml"))
     p.add_argument("--quiet-sweeps", type=int, default=None)
     p.add_argument("--out", help="folder for the sweeps (default: a temporary one)")
+    p.add_argument("--hog-duty", type=float, default=None,
+                   help="the share of a core the hog spins (default 1; --smoke 0.25)")
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args(argv)
+    duty = args.hog_duty if args.hog_duty is not None else (SMOKE_DUTY if args.smoke else 1.0)
+    if not 0 < duty <= 1:
+        print("--hog-duty: expected a share of a core in (0, 1]", file=sys.stderr)
+        return 2
     quiet_sweeps = args.quiet_sweeps if args.quiet_sweeps is not None else \
         (1 if args.smoke else 3)
     if quiet_sweeps < 0:
@@ -90,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = SMOKE_FLAGS if args.smoke else []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out or tmp)
-        hog = subprocess.Popen([sys.executable, "-c", HOG_CODE])
+        hog = subprocess.Popen([sys.executable, "-c", hog_code(duty)])
         try:
             time.sleep(0.5)
             started = time.time()
@@ -100,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             hog.wait()
         named = sum(map(hog_named, hogged))
         listed = sum(map(hog_listed, hogged))
-        print(f"(a) beside a one-core CPU hog ({HOG}, {time.time() - started:.0f} s): "
+        print(f"(a) beside a {hog_words(duty)} CPU hog ({HOG}, {time.time() - started:.0f} s): "
               f"{named} of {len(hogged)} records flagged with the hog named as the top other "
               f"process (goal: all); {listed} of {len(hogged)} with it among the top 5")
         for r in hogged:

@@ -33,9 +33,9 @@ the sweeps measure.
     python benchmarks/history_real.py [--out DIR] [--clean 6] [--slowed 4] [--busy 3]
         [--trials 3] [--quiet-limit 60]     # about 2 minutes on 2 cores
     python benchmarks/history_real.py --smoke [--out DIR]   # 2 clean and 2 slowed sweeps of
-        # 2 trials, 1 busy process, no wait for a quiet machine (one second's reading): every
-        # step, its verdicts meaningless (history A is too short to detect anything); the
-        # other flags still override it
+        # 2 trials, 1 busy process spinning a quarter of the time, no wait for a quiet machine
+        # (one second's reading): every step, its verdicts meaningless (history A is too short
+        # to detect anything); the other flags still override it
 
 The sweeps' folders and the two stores (a.jsonl, b.jsonl) go to a temporary folder, removed at
 the end, unless --out is given.
@@ -88,6 +88,9 @@ SWEEP_FLAGS = ["--frameworks", FRAMEWORK, "--models", "inception_v3", "--workers
 QUIET_BELOW = 0.15
 QUIET_LIMIT = 60.0
 SMOKE = {"clean": 2, "slowed": 2, "busy": 1, "trials": 2, "quiet_limit": 0.0}
+# The smoke's busy process spins a quarter of the time: it checks the pieces run, not what they
+# find, on cores the test suite shares (a whole core cost the suite about 15 CPU-seconds).
+SMOKE_BUSY_DUTY = 0.25
 
 
 @dataclass(frozen=True)
@@ -158,10 +161,19 @@ def run_sweeps(kind: str, outs: list[Path], trials: int, note: str = "") -> list
     return done
 
 
-def busy_processes(count: int) -> list[subprocess.Popen]:
+def busy_code(duty: float) -> str:
+    """A busy process's program: it spins `duty` of every 10 ms (1: all the time)."""
+    if duty >= 1:
+        return "while True: pass"
+    return ("import time\nwhile True:\n    end = time.perf_counter() + "
+            f"{0.01 * duty:.6f}\n    while time.perf_counter() < end:\n        pass\n"
+            f"    time.sleep({0.01 * (1 - duty):.6f})\n")
+
+
+def busy_processes(count: int, duty: float = 1.0) -> list[subprocess.Popen]:
     # each in a session of its own, as the sweep's workers are: the kernel shares the cores
     # between sessions (autogroups) before it shares them between processes
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    return [subprocess.Popen([sys.executable, "-c", busy_code(duty)], start_new_session=True)
             for _ in range(count)]
 
 
@@ -212,7 +224,7 @@ def run(a: argparse.Namespace, out: Path) -> None:
           f"{waited:.0f} s of at most {a.quiet_limit:g}; quiet is below {QUIET_BELOW:.0%})",
           flush=True)
     clean = run_sweeps("clean", clean_outs, a.trials)
-    procs = busy_processes(a.busy)
+    procs = busy_processes(a.busy, SMOKE_BUSY_DUTY if a.smoke else 1.0)
     # Running for the whole slowed phase: stopped between launches and resumed only once a
     # worker started, they left some sweeps' half-second windows unslowed (the scheduler had
     # not yet spread three busy processes and the worker over the two cores).

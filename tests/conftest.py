@@ -234,9 +234,9 @@ class Sweep:
 
 # The shared real sweeps: three models at 1 and 2 workers, the default grouped launch (one
 # launcher per worker count), breakdown windows on, two trials (the breakdown's no-sync windows
-# are the first trials, at most three: two show the same structure). One step per window: VGG-16 on its one synthetic
-# batch diverges after about 5 steps at these sizes (loss 4e4 after 5, NaN after 7), and a
-# diverged run has no weights to compare across ranks.
+# are the first trials, at most three: two show the same structure). One step per window:
+# VGG-16 on its one synthetic batch diverges after about 5 steps at these sizes (loss 4e4 after
+# 5, NaN after 7), and a diverged run has no weights to compare across ranks.
 # They run beside the other tests, one thread per worker (TINY's reason); the breakdown's
 # timing claims, which need the machine alone, are benchmarks/breakdown_accuracy.py's, and the
 # default thread policy in a real run is checked by the GPU check's serial test.

@@ -238,12 +238,13 @@ def test_interval_coverage_smoke():
 
 @pytest.mark.slow
 def test_disturbance_smoke():
-    """One real sweep (ddp, one worker, resnet101 at 32 px) beside the script's one-core CPU
-    hog, no quiet sweep: the record is read, judged and the figures printed. The hog is only
-    checked to be seen: on a machine other work shares, it may not be the top process."""
+    """One real sweep (ddp, one worker, resnet101 at 32 px) beside the script's hog, spinning
+    a quarter of a core in the smoke (a whole core took about 25 CPU-seconds of the suite's),
+    no quiet sweep: the record is read, judged and the figures printed. Whether the hog is
+    flagged is not asserted: on a machine other work shares, it may not be the top process."""
     out = smoke("disturbance.py", "--quiet-sweeps", "0").stdout
     [named, records, listed, records_again] = figure(
-        r"^\(a\) beside a one-core CPU hog \(sbench-cpuhog, \d+ s\): (\d+) of (\d+) records "
+        r"^\(a\) beside a 25%-of-a-core CPU hog \(sbench-cpuhog, \d+ s\): (\d+) of (\d+) records "
         r"flagged with the hog named as the top other process \(goal: all\); (\d+) of (\d+) "
         r"with it among the top 5$", out)
     assert records == records_again == 1 and named <= listed
