@@ -47,7 +47,8 @@ from scalebench.analysis import breakdown  # noqa: E402
 
 FRAMEWORKS = ("ddp", "horovod", "ray")
 MODELS = ("resnet101", "inception_v3", "vgg16")
-# The test suite's shared sweeps' sizes (tests/conftest.py SHARED): a few seconds a run.
+# The test suite's tiny sizes (tests/conftest.py TINY) with three trials, the breakdown's most
+# no-sync windows: a few seconds a run.
 SIZES = {"batch-size": 2, "image-size": 75, "warmup": 1, "iters": 1, "trials": 3}
 # (b): the faults and sizes of the test this replaces. Three steps a window: the sleeps then
 # dominate each window (0.5 s a step against about 0.1 s of compute at 75 px), and one thread
