@@ -29,20 +29,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from spin import spin_program  # noqa: E402  (benchmarks/spin.py, beside this script)
+
 from scalebench.analysis import disturbance  # noqa: E402
 
 HOG = "sbench-cpuhog"  # the hog's process name (its comm, set through prctl)
 SMOKE_DUTY = 0.25  # the smoke's hog spins a quarter of the time: the suite's cores are shared
-
-
-def hog_code(duty: float) -> str:
-    """The hog's program: it names itself HOG and spins `duty` of every 10 ms (1: a whole core)."""
-    name = f"import ctypes\nctypes.CDLL(None).prctl(15, b'{HOG}', 0, 0, 0)\n"  # PR_SET_NAME
-    if duty >= 1:
-        return name + "while True:\n    pass\n"
-    return name + ("import time\nwhile True:\n    end = time.perf_counter() + "
-                   f"{0.01 * duty:.6f}\n    while time.perf_counter() < end:\n        pass\n"
-                   f"    time.sleep({0.01 * (1 - duty):.6f})\n")
 
 
 def hog_words(duty: float) -> str:
@@ -109,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = SMOKE_FLAGS if args.smoke else []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out or tmp)
-        hog = subprocess.Popen([sys.executable, "-c", hog_code(duty)])
+        hog = subprocess.Popen([sys.executable, "-c", spin_program(duty, HOG)])
         try:
             time.sleep(0.5)
             started = time.time()

@@ -57,6 +57,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from spin import spin_program  # benchmarks/spin.py, beside this script
+
 from scalebench import cli
 from scalebench.hardware import cpu_load
 
@@ -104,22 +106,6 @@ class Sweep:
         return statistics.fmean(self.trials)
 
 
-def wait_until_quiet(limit: float, busy_below: float = QUIET_BELOW,
-                     window: float = 1.0) -> tuple[float, float]:
-    """Wait until the cores (all of them, /proc/stat) were less than busy_below busy over one
-    window, at most `limit` seconds (one window at least): the last window's busy fraction
-    (steal counted busy: the cores were not free) and the seconds waited."""
-    start = time.monotonic()
-    while True:
-        before = cpu_load.node_times()
-        time.sleep(window)
-        spent = cpu_load.node_times().minus(before)
-        busy = (spent.busy + spent.steal) / max(1, spent.total)
-        waited = time.monotonic() - start
-        if busy < busy_below or waited >= limit:
-            return busy, waited
-
-
 def quietly(argv: list[str]) -> tuple[int, str]:
     """`scalebench ARGV` in this process: its exit code and what it printed (stdout and
     stderr)."""
@@ -161,19 +147,10 @@ def run_sweeps(kind: str, outs: list[Path], trials: int, note: str = "") -> list
     return done
 
 
-def busy_code(duty: float) -> str:
-    """A busy process's program: it spins `duty` of every 10 ms (1: all the time)."""
-    if duty >= 1:
-        return "while True: pass"
-    return ("import time\nwhile True:\n    end = time.perf_counter() + "
-            f"{0.01 * duty:.6f}\n    while time.perf_counter() < end:\n        pass\n"
-            f"    time.sleep({0.01 * (1 - duty):.6f})\n")
-
-
 def busy_processes(count: int, duty: float = 1.0) -> list[subprocess.Popen]:
     # each in a session of its own, as the sweep's workers are: the kernel shares the cores
     # between sessions (autogroups) before it shares them between processes
-    return [subprocess.Popen([sys.executable, "-c", busy_code(duty)], start_new_session=True)
+    return [subprocess.Popen([sys.executable, "-c", spin_program(duty)], start_new_session=True)
             for _ in range(count)]
 
 
@@ -219,7 +196,7 @@ def run(a: argparse.Namespace, out: Path) -> None:
           f"--metric throughput --min-magnitude {MIN_MAGNITUDE}", flush=True)
     clean_outs = [out / f"clean{i}" for i in range(a.clean)]
     slowed_outs = [out / f"slowed{i}" for i in range(a.slowed)]
-    busy, waited = wait_until_quiet(a.quiet_limit)
+    busy, waited = cpu_load.wait_until_quiet(a.quiet_limit, QUIET_BELOW)
     print(f"before the clean sweeps: cores {busy:.1%} busy over the last second (waited "
           f"{waited:.0f} s of at most {a.quiet_limit:g}; quiet is below {QUIET_BELOW:.0%})",
           flush=True)

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,31 +114,6 @@ def sweep_here(cmd: list[str]) -> int:
 
     assert cmd[1:4] == ["-m", "scalebench", "sweep"], cmd
     return cli.main(cmd[3:])
-
-
-def _cpu_times() -> tuple[int, int]:
-    """(busy, total) jiffies over all cores since boot, from /proc/stat (steal counted busy:
-    the cores were not free for the test)."""
-    from scalebench.hardware import cpu_load
-
-    times = cpu_load.node_times()
-    return times.busy + times.steal, times.total
-
-
-def wait_until_quiet(busy_below: float = 0.15, window: float = 1.0, limit: float = 60.0) -> float:
-    """Wait until the machine's cores were less than busy_below busy over one window (at most
-    limit seconds); the last window's busy fraction. For tests that compare timings taken
-    minutes apart: what the test before left behind (launches still exiting, the kernel
-    reclaiming their memory) slowed the first of a series of clean sweeps by 11% once, and
-    a change-point test found that step."""
-    deadline = time.monotonic() + limit
-    while True:
-        busy0, total0 = _cpu_times()
-        time.sleep(window)
-        busy1, total1 = _cpu_times()
-        busy = (busy1 - busy0) / max(1, total1 - total0)
-        if busy < busy_below or time.monotonic() > deadline:
-            return busy
 
 
 @pytest.fixture(autouse=True)

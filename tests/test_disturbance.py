@@ -57,6 +57,15 @@ def fake_nvml(masks=(0x4, 0x4), sm=1410, refuse=(), procs=()):
         nvmlDeviceGetPowerManagementDefaultLimit=call("pm_default", 700_000))
 
 
+def test_waiting_for_a_quiet_machine_reads_one_window_at_least_and_stops_at_the_limit():
+    """cpu_load.wait_until_quiet: a threshold nothing meets waits out its limit (whole windows),
+    one everything meets returns after the first window; the busy fraction is a fraction."""
+    busy, waited = cpu_load.wait_until_quiet(0.15, busy_below=-1.0, window=0.05)
+    assert 0.0 <= busy <= 1.0 and waited >= 0.15
+    busy, waited = cpu_load.wait_until_quiet(60.0, busy_below=2.0, window=0.05)
+    assert 0.0 <= busy <= 1.0 and 0.05 <= waited < 1.0
+
+
 def test_every_clock_event_reason_bit_is_named():
     names = {bit: gpu_state.reason_names(bit) for bit in gpu_state.REASONS}
     assert names == {0x1: ["gpu_idle"], 0x2: ["applications_clocks_setting"],

@@ -46,6 +46,26 @@ class NodeTimes:
                          self.steal - before.steal, self.total - before.total)
 
 
+def wait_until_quiet(limit: float, busy_below: float = 0.15,
+                     window: float = 1.0) -> tuple[float, float]:
+    """Wait until the node's cores were less than busy_below busy over one window (steal
+    counted busy: the cores were not free), at most `limit` seconds (one window at least): the
+    last window's busy fraction and the seconds waited. For measurements compared across
+    minutes: what ran just before (launches still exiting, the kernel reclaiming their memory)
+    once slowed the first of a series of clean sweeps by 11%."""
+    import time
+
+    start = time.monotonic()
+    while True:
+        before = node_times()
+        time.sleep(window)
+        spent = node_times().minus(before)
+        busy = (spent.busy + spent.steal) / max(1, spent.total)
+        waited = time.monotonic() - start
+        if busy < busy_below or waited >= limit:
+            return busy, waited
+
+
 def parse_stat(text: str) -> NodeTimes:
     """The aggregate "cpu" line of /proc/stat."""
     for line in text.splitlines():
