@@ -123,8 +123,10 @@ def check_real_mfu(out: Path, records: list[dict], rows: list[dict]) -> None:
     if CHROMIUM:
         (out / "browser").mkdir()  # the probe's copy lies away from the PNG files
         found = browser_check(out / "report.html", out / "browser")
-        # bounds: the shared sweep has --with-allreduce, so the scaling model has a link
-        assert_figures_loaded(found, ("efficiency", "throughput", "mfu", "waterfall", "bounds"))
+        # bounds: the shared sweep has --with-allreduce, so the scaling model has a link; drawn
+        # where a run was judged against them (test_real_sweep_with_allreduce_reports_the_breakdown)
+        bounds = ("bounds",) if (out / "bounds.png").is_file() else ()
+        assert_figures_loaded(found, ("efficiency", "throughput", "mfu", "waterfall", *bounds))
 
 
 # In this file with the all-models test: both read the session's shared DDP sweep, and xdist
@@ -142,8 +144,19 @@ def test_real_sweep_with_allreduce_reports_the_breakdown(ddp_sweep):
     assert re.search(r"\| ddp \| 2 \| 1 \| [\d.]+ \| [\d.]+ \| -?[\d.]+% \|", md)
     assert re.search(r"communication ran at \d+% of this link's measured allreduce bandwidth", md) \
         or "no communication exposed" in md
-    assert "| model error |" in md and re.search(r"\| [+-]\d+\.\d points \|", md)
-    assert (out / "waterfall.png").is_file() and (out / "bounds.png").is_file()
+    assert (out / "waterfall.png").is_file()
+    # the scaling model's check: each run judged against its bounds, or the named reason it is
+    # not. Two trials on cores the other tests share: 1.2x between them is already too noisy
+    # to bound (Student t at 1 degree of freedom), and in one run of the suite all three
+    # models were (one trial 2.2x slower). The bounds themselves: tests/test_breakdown_report.py.
+    checks = [block.split("\n### ")[0].strip() for block in md.split("**Extrapolation check:**")[1:]]
+    assert len(checks) == 3, md  # one per model
+    for block in checks:
+        assert (re.fullmatch(r"- \w+ ddp x2: not checked: efficiency too noisy to bound \(.+\): "
+                             r"not judged against the model's bounds", block)
+                or re.search(r"^\| ddp \| 2 \| .* \| [+-]\d+\.\d points \| ", block, re.M)), block
+    assert ("| model error |" in md) == (out / "bounds.png").is_file(), md  # drawn when judged
+
 
 def test_two_nodes_meet_at_local_rendezvous(tmp_path):
     endpoint = f"127.0.0.1:{free_port()}"
