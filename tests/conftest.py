@@ -244,6 +244,21 @@ def ddp_sweep(tmp_path_factory) -> Sweep:
 
 
 @pytest.fixture(scope="session")
+def horovod_installed() -> None:
+    """Skips the test unless a usable Horovod is installed. A fixture, not a skipif: the check
+    imports horovod.torch in a child (about 2 s of CPU), which a skipif condition would pay in
+    every pytest process at collection, also where no Horovod test runs."""
+    from scalebench.frameworks.horovod import install
+
+    usable, reason = install.check_installation()
+    if not usable:
+        pytest.skip(f"Horovod unavailable: {reason}")
+
+
+needs_horovod = pytest.mark.usefixtures("horovod_installed")
+
+
+@pytest.fixture(scope="session")
 def horovod_sweep(tmp_path_factory) -> Sweep:
     """One real Horovod sweep, the all-models test's (its breakdown's structure checked too)."""
     return _shared_sweep(tmp_path_factory, "horovod")

@@ -19,8 +19,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, cli_env, read_records
-from tests.test_horovod import needs_horovod
+from tests.conftest import REPO, cli_env, needs_horovod, read_records
 
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                reason="Ray unavailable: not installed")

@@ -12,11 +12,8 @@ from scalebench.frameworks.horovod import install, launcher
 from scalebench.hardware.devices import DeviceInfo
 from scalebench.spec import config
 from scalebench.tasks import train
-from tests.conftest import TINY, cli_env, flags, read_records
+from tests.conftest import TINY, cli_env, flags, needs_horovod, read_records
 from tests.test_breakdown import check_real_breakdown
-
-AVAILABLE, REASON = install.check_installation()
-needs_horovod = pytest.mark.skipif(not AVAILABLE, reason=f"Horovod unavailable: {REASON}")
 
 
 def horovod_spec(**values):

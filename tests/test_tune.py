@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from scalebench import cli
-from scalebench.frameworks.horovod import install
 from scalebench.spec import tuned
-from tests.conftest import REPO, cli_env, read_records
+from tests.conftest import REPO, cli_env, needs_horovod, read_records
 
 # The smallest real cell: Inception V3 without its aux head at 75 px, 2 images per worker,
 # one step per window, one thread per worker.
@@ -126,7 +125,7 @@ def test_ddp_tune_reads_back_the_buckets_and_a_sweep_runs_the_winner_beside_the_
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not install.check_installation()[0], reason="Horovod unavailable")
+@needs_horovod
 def test_horovod_tune_launches_each_candidate_in_interleaved_rounds(tmp_path, capsys):
     out = tmp_path / "tune"
     done = tune_here(capsys, out, "--frameworks", "horovod", "--knobs", "fusion_threshold_mb=0",
