@@ -7,6 +7,8 @@ a failing rank writes error-rank<N>.json with its traceback for the parent to re
 
 from __future__ import annotations
 
+import gc
+import importlib
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +33,26 @@ def execute(job: Job, comm: Comm) -> dict | None:
     return tasks.get(job.kind).worker(job, comm)
 
 
+def load_modules(job: Job) -> None:
+    """Import what the job's task will, with the cyclic collector paused, then freeze what the
+    imports made. torch and torchvision make some 340,000 objects at import, none of them
+    garbage: the collector's passes over them were a quarter of the import's CPU (0.6 of 2.7 s,
+    a 2-core Xeon), in every worker. Frozen (gc.freeze), they stay out of every later
+    collection (a grouped launch's between members, the tuner's between rounds, any during a
+    timed step). The collector is back on before the task runs."""
+    from scalebench import tasks
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for name in tasks.get(job.kind).worker_modules(job):
+            importlib.import_module(name)
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
 def read_job(run_dir: Path) -> Job:
     return parse_job((run_dir / SPEC_FILE).read_text())
 
@@ -48,6 +70,7 @@ def run_worker(run_dir: Path, make_comm: Callable[[LaunchSpec], Comm], rank_hint
     rank = rank_hint
     try:
         job = read_job(run_dir)
+        load_modules(job)
         comm = make_comm(job.launch)
         rank = comm.rank
         result = execute(job, comm)

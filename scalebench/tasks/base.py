@@ -16,6 +16,7 @@ class Task:
     kind: str = ""
     spec_type: type = object
     noun: str = "run"  # what a record counts: a run, a point
+    builds_model: bool = False  # its workers build a torchvision model
 
     def spec_from_dict(self, values: dict[str, Any]) -> Any:
         return self.spec_type(**values)
@@ -23,6 +24,10 @@ class Task:
     def worker(self, job: Job, comm: Comm) -> dict | None:
         """Runs in every worker process; returns the gathered result on rank 0, None elsewhere."""
         raise NotImplementedError
+
+    def worker_modules(self, job: Job) -> tuple[str, ...]:
+        """The modules worker() imports: loaded before it runs (worker_io.load_modules)."""
+        return ("torch", "torch.distributed", *(("torchvision",) if self.builds_model else ()))
 
     def records(self, job: Job, outcome: LaunchOutcome | None, env: dict,
                 skipped_reason: str = "") -> list[dict]:

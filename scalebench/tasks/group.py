@@ -139,6 +139,7 @@ def _ok(outcome: LaunchOutcome, result: dict) -> LaunchOutcome:
 
 class GroupTask(Task):
     kind = KIND
+    builds_model = True
     spec_type = GroupSpec
 
     def spec_from_dict(self, values: dict[str, Any]) -> GroupSpec:

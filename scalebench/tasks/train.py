@@ -405,6 +405,7 @@ def run_warnings(result: dict) -> list[str]:
 
 class TrainTask(Task):
     kind = KIND
+    builds_model = True
     spec_type = TrainSpec
 
     def worker(self, job: Job, comm: Comm) -> dict | None:

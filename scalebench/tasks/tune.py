@@ -63,6 +63,7 @@ OK_FIELDS: dict[str, tuple[type, ...]] = {
 
 class TuneTask(Task):
     kind = KIND
+    builds_model = True
     spec_type = TuneSpec
     noun = "launch"
 

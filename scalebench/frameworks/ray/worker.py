@@ -87,6 +87,7 @@ def train_loop(config: dict) -> dict | None:
 
     try:
         job = worker_io.parse_job(config["job"])
+        worker_io.load_modules(job)
         comm = RayTorchComm(job.launch.backend, job.launch.options)
         node_ids = comm.all_gather(ray.get_runtime_context().get_node_id())
         result = worker_io.execute(job, comm)
