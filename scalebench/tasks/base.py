@@ -16,7 +16,10 @@ class Task:
     kind: str = ""
     spec_type: type = object
     noun: str = "run"  # what a record counts: a run, a point
-    builds_model: bool = False  # its workers build a torchvision model
+    # its workers build a torchvision model (imported up front: worker_modules). Not the
+    # vetting's: its node probe's fault injection kills the process before the model is built,
+    # and an up-front torchvision in every probe delayed the failed step 6 s (8 nodes, 2 cores).
+    builds_model: bool = False
 
     def spec_from_dict(self, values: dict[str, Any]) -> Any:
         return self.spec_type(**values)

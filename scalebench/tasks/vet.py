@@ -444,9 +444,5 @@ class VetTask(Task):
     def resume_keys(self, job: Job) -> list[tuple]:
         return [("vet", job.run_id)]  # a vetting is never resumed (each one measures anew)
 
-    def worker_modules(self, job: Job) -> tuple[str, ...]:
-        model = ("torchvision",) if job.task.probe == "nodes" else ()  # the compute probe's
-        return (*super().worker_modules(job), *model)
-
 
 TASK = VetTask()
