@@ -35,9 +35,9 @@ def execute(job: Job, comm: Comm) -> dict | None:
 
 def load_modules(job: Job) -> None:
     """Import what the job's task will, with the cyclic collector paused, then freeze what the
-    imports made. torch and torchvision make some 340,000 objects at import, none of them
-    garbage: the collector's passes over them were a quarter of the import's CPU (0.6 of 2.7 s,
-    a 2-core Xeon), in every worker. Frozen (gc.freeze), they stay out of every later
+    imports made. torch and torchvision make some 530,000 objects at import, none of them
+    garbage: the collector's passes over them (794 of them) were 0.5-0.8 of the import's 2.7-3.0
+    CPU-s (a 2-core Xeon), in every worker. Frozen (gc.freeze), they stay out of every later
     collection (a grouped launch's between members, the tuner's between rounds, any during a
     timed step). The collector is back on before the task runs."""
     from scalebench import tasks
