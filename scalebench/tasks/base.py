@@ -16,10 +16,7 @@ class Task:
     kind: str = ""
     spec_type: type = object
     noun: str = "run"  # what a record counts: a run, a point
-    # its workers build a torchvision model (imported up front: worker_modules). Not the
-    # vetting's: its node probe's fault injection kills the process before the model is built,
-    # and an up-front torchvision in every probe delayed the failed step 6 s (8 nodes, 2 cores).
-    builds_model: bool = False
+    builds_model: bool = False  # its workers build a torchvision model (worker_modules)
 
     def spec_from_dict(self, values: dict[str, Any]) -> Any:
         return self.spec_type(**values)

@@ -406,6 +406,9 @@ def result_text(record: dict) -> str:
 
 class VetTask(Task):
     kind = KIND
+    # builds_model stays False: the node probe's injected kill comes before its model, and
+    # torchvision imported up front in all 8 probes kept that failed step alive 6 s longer (8
+    # nodes, 2 cores); the compute probe imports it as it builds.
     spec_type = VetSpec
     noun = "probe"
 
