@@ -89,16 +89,14 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.serial  # its budget is wall time: other tests on the same cores would eat it
 def test_gpu_check_on_the_cpu_runs_every_step_and_writes_the_files(bundle, tmp_path):
-    # 85 s: the DDP step (its estimate 28 s, 21-23 s run) must start and finish however slow
-    # the hour. At 65 s it started with 39-40 s left in a normal hour (the install and the
-    # environment step 10-11 s, 15 s kept for the report), but in a slow one (the suite's
-    # parallel part 1,066 s instead of 690-790) those two took 29 s, 21 s were left, and the
-    # step was skipped; 85 s leaves 41 there. The later steps run or are skipped with the
-    # reason as the time left allows (at 90 s all but the vetting probes ran: 57 s of steps,
-    # Intel Xeon, 2 cores)
-    budget = 85
+    # It runs beside the other tests (it asserts no timing): 120 s, so that the DDP step (its
+    # estimate 28 s, 17-23 s run alone) starts however loaded the cores. Alone, the install
+    # and the environment step took 10-11 s, 29 s in a slow hour; under the suite's load about
+    # twice that, which still leaves the step 46 s (15 s are kept for the report). The later
+    # steps run or are skipped with the reason as the time left allows (alone at 85 s: all but
+    # the vetting probes ran, AMD EPYC, 2 cores)
+    budget = 120
     out = tmp_path / "out"
     start = time.monotonic()
     done = subprocess.run(["bash", "scripts/gpu-check.sh", str(bundle), str(out), "--device",
