@@ -10,6 +10,7 @@
 # nothing but python3 and the bundle, this
 #   1. installs the bundle's wheels offline (pip --no-index) into a private environment that sees
 #      the machine's own packages (torch, torchvision, numpy, ...) but never changes them;
+#      once per bundle: the measuring command after --install-only finds them installed;
 #   2. builds Horovod 0.28.1 from the bundle's source with NCCL for the GPU's compute capability
 #      (scripts/install_horovod.sh, make -j<all cores>; the built wheel is cached) within a time
 #      box: --install-only gives the build a box of its own (default 540 s); the measuring
@@ -132,8 +133,18 @@ fi
 export PIP_NO_INDEX=1 PIP_FIND_LINKS=$BUNDLE/wheels PIP_DISABLE_PIP_VERSION_CHECK=1
 EXTRA=()
 [[ -d $BUNDLE/ray ]] && EXTRA=("$BUNDLE"/ray/*.whl)
-"$PRIV/bin/python" -m pip install -q --no-deps --ignore-installed "$BUNDLE"/wheels/*.whl "${EXTRA[@]}" >>"$LOG" 2>&1 \
-  || fail "the offline install failed (see build.log)"
+# The measuring command after --install-only (or a second check) finds the same wheels already
+# installed: the stamp names every wheel with its size, so a changed bundle installs again.
+STAMP=$PRIV/.bundle-wheels
+WANT_STAMP=$(for w in "$BUNDLE"/wheels/*.whl "${EXTRA[@]}"; do echo "$(basename "$w") $(stat -L -c %s "$w")"; done)
+if [[ -f $STAMP && $(cat "$STAMP") == "$WANT_STAMP" ]]; then
+  say "the bundle's wheels are already installed in $PRIV (the same names and sizes)"
+else
+  rm -f "$STAMP"
+  "$PRIV/bin/python" -m pip install -q --no-deps --ignore-installed "$BUNDLE"/wheels/*.whl "${EXTRA[@]}" >>"$LOG" 2>&1 \
+    || fail "the offline install failed (see build.log)"
+  echo "$WANT_STAMP" >"$STAMP"
+fi
 export PYTHONPATH=$HERE${PYTHONPATH:+:$PYTHONPATH}
 "$PRIV/bin/python" - >>"$LOG" 2>&1 <<'PYEOF' || fail "scalebench does not import in the private environment (see build.log)"
 import ruptures, scalebench, torch

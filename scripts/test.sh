@@ -32,6 +32,14 @@ if [ "$#" -eq 0 ]; then
     mapfile -t serial_files < <(grep -lE "mark\.serial" "$(dirname "$0")"/../tests/test_*.py)
 fi
 
+# One cache folder for both parts (tests/conftest.py makes one per pytest run otherwise): the
+# serial GPU check uses the bundle and the private environment the parallel part made.
+if [ -z "${SCALEBENCH_TEST_CACHE:-}" ]; then
+    SCALEBENCH_TEST_CACHE=$(mktemp -d "${TMPDIR:-/tmp}/scalebench-test-cache-XXXXXX")
+    export SCALEBENCH_TEST_CACHE SCALEBENCH_CACHE=$SCALEBENCH_TEST_CACHE
+    trap 'rm -rf "$SCALEBENCH_TEST_CACHE"' EXIT
+fi
+
 report=${SCALEBENCH_TEST_REPORT:-.test-report}
 mkdir -p "$report"
 rm -f "$report"/parallel.xml "$report"/serial.xml
