@@ -25,11 +25,12 @@ pytestmark = pytest.mark.slow
 
 def sweep_cmd(out: Path, *args: str, **overrides) -> list[str]:
     """A tiny DDP sweep's command line, without the breakdown's no-sync windows (they are a
-    third of a two-worker run's steps; the tests here do not read them): `args` may turn them
-    back on with --breakdown."""
+    third of a two-worker run's steps; the tests here do not read them) and without the report
+    (2.7 CPU-s of a one-run sweep's 15; the shared sweep's tests read one): `args` may turn
+    them back on with --breakdown and --report."""
     values = {**TINY, **overrides}
     cmd = [sys.executable, "-m", "scalebench", "sweep", "--frameworks", "ddp", "--out", str(out),
-           "--quiet", "--no-breakdown", *flags(values)]
+           "--quiet", "--no-breakdown", "--no-report", *flags(values)]
     return cmd + list(args)
 
 

@@ -19,7 +19,9 @@ COMMON = ["--batch-size", "2", "--warmup", "1", "--threads-per-worker", "1", "--
 
 
 def sweep_cmd(out: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "scalebench", "sweep", "--out", str(out), *COMMON, *args]
+    # no report: these tests read the records and the progress lines
+    return [sys.executable, "-m", "scalebench", "sweep", "--out", str(out), "--no-report", *COMMON,
+            *args]
 
 
 def rank_worker(root: Path, rank: int) -> psutil.Process | None:

@@ -66,9 +66,10 @@ def test_hostfile_and_planned_nodes(tmp_path):
 
 
 def sweep(out: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    # no breakdown windows: these tests do not read them (a third of a 2-worker run's steps)
+    # no breakdown windows and no report: these tests do not read them (the windows are a third
+    # of a 2-worker run's steps; the shared sweep writes and reads a report)
     cmd = [sys.executable, "-m", "scalebench", "sweep", "--out", str(out), "--quiet",
-           "--no-breakdown", *flags(TINY)]
+           "--no-breakdown", "--no-report", *flags(TINY)]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=1200,
                           env=env or cli_env())
 

@@ -717,6 +717,7 @@ def test_sweep_vets_first_cordons_a_dead_and_a_slowed_node_names_a_link_runs_on_
 
     lines = ["[sweep]", 'models = ["inception_v3"]', 'frameworks = ["ddp"]', "workers = [2, 8]",
              *(f"{k} = {json.dumps(v)}" for k, v in TINY.items()), "breakdown = false",
+             "report = false",
              "[vet]", 'inject_node_slowdown = "sb5:1.0"', 'inject_probe_kill = "sb1"',
              'inject_link_delay = "sb2:sb6:0.05"', f"threshold = {NETWORK_THRESHOLD[1]}",
              *(f"{k} = {json.dumps(v)}" for k, v in TINY_VET.items())]
